@@ -1,0 +1,303 @@
+/**
+ * A UCP context: the UCX library instance, its features and configuration; the factory of workers and
+ * memory handles.
+ *
+ * ```ts
+ * await using context = new Context({ config: { TLS: 'tcp,sm,self' } });
+ * const worker = context.createWorker();
+ * const region = context.createMemoryHandle(1 << 20);
+ * ```
+ */
+import {
+  CONSTANTS, OutCell, StructBuffer, UCP_API_MAJOR, UCP_API_MINOR, addressOf, captureStream, layouts, ucx,
+} from './ffi/index.js';
+import { ClosedError, ConfigError, check } from './errors.js';
+import { Worker, type WorkerOptions } from './worker.js';
+import { MemoryHandle, type MemoryHandleOptions } from './memory-handle.js';
+import { parsePackedRkey } from './internal/packed-rkey.js';
+import type { BufferSource } from './internal/bytes.js';
+
+/** UCP features a context can enable. */
+export type Feature = 'tag' | 'stream' | 'am' | 'rma' | 'amo32' | 'amo64' | 'wakeup';
+
+const K = CONSTANTS;
+const FEATURE_BITS: Record<Feature, bigint> = {
+  tag: K.UCP_FEATURE_TAG,
+  stream: K.UCP_FEATURE_STREAM,
+  am: K.UCP_FEATURE_AM,
+  rma: K.UCP_FEATURE_RMA,
+  amo32: K.UCP_FEATURE_AMO32,
+  amo64: K.UCP_FEATURE_AMO64,
+  wakeup: K.UCP_FEATURE_WAKEUP,
+};
+
+/** Everything: tag, stream, active messages, RMA, 32/64-bit atomics and wakeup (event-driven progress). */
+export const DEFAULT_FEATURES: readonly Feature[] = ['tag', 'stream', 'am', 'rma', 'amo32', 'amo64', 'wakeup'];
+
+export interface ContextOptions {
+  /** The UCP features to enable. Default: DEFAULT_FEATURES. */
+  features?: readonly Feature[];
+  /**
+   * UCX options without the `UCX_` prefix (e.g. `{ TLS: 'tcp' }`), applied over the `UCX_*` environment
+   * with `ucp_config_modify`. An option UCX does not know is a ConfigError.
+   */
+  config?: Readonly<Record<string, string | number | boolean>>;
+  /** A name for UCX logs. */
+  name?: string;
+}
+
+export class Context {
+  #handle: bigint | null;
+  #config: bigint | null;
+  readonly #features: readonly Feature[];
+  readonly #workers = new Set<Worker>();
+  readonly #memoryHandles = new Set<MemoryHandle>();
+  /** Mappings kept alive by views after their handle closed. */
+  #pendingUnmaps = 0;
+  #closing: Promise<void> | undefined;
+  #rkeyReference: Map<number, number> | undefined;
+  /** Transport-level options given in `config` (ucp_config_print shows only UCP's own). */
+  readonly #transportConfig: Record<string, string> = {};
+
+  /**
+   * Creates a context. Throws UcxLibraryNotFoundError when libucp is not installed, ConfigError for an
+   * option UCX refuses, UcxError when UCX cannot start.
+   */
+  constructor(options: ContextOptions = {}) {
+    const features = options.features ?? DEFAULT_FEATURES;
+    if (!Array.isArray(features) || features.length === 0) {
+      throw new TypeError(`features must be a non-empty array of ${Object.keys(FEATURE_BITS).join(', ')}`);
+    }
+    let bits = 0n;
+    for (const feature of features) {
+      const b = FEATURE_BITS[feature as Feature];
+      if (b === undefined) throw new TypeError(`unknown feature ${JSON.stringify(feature)}`);
+      bits |= b;
+    }
+    this.#features = Object.freeze([...features]);
+    enableSharedMemoryWithErrorHandling();
+    const api = ucx();
+    const configOut = new OutCell();
+    check(api.ucp_config_read(null, null, configOut.reset()), 'ucp_config_read');
+    const config = configOut.ptr() as bigint;
+    const requested = new Map<string, string>();
+    try {
+      for (const [rawName, rawValue] of Object.entries(options.config ?? {})) {
+        const name = rawName.startsWith('UCX_') ? rawName.slice(4) : rawName;
+        const value = typeof rawValue === 'boolean' ? (rawValue ? 'y' : 'n') : String(rawValue);
+        const status = api.ucp_config_modify(config, name, value);
+        if (status !== 0) throw new ConfigError(status, name, value);
+        requested.set(name, value);
+      }
+      const params = new StructBuffer(layouts.ucp_params_t);
+      let mask = K.UCP_PARAM_FIELD_FEATURES;
+      params.setU64('features', bits);
+      let name: Buffer | undefined;
+      if (options.name !== undefined) {
+        name = Buffer.from(`${options.name}\0`);
+        mask |= K.UCP_PARAM_FIELD_NAME;
+        params.setPtr('name', addressOf(name));
+      }
+      params.setU64('field_mask', mask);
+      const contextOut = new OutCell();
+      check(
+        api.ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, params.buffer, config, contextOut.reset()),
+        'ucp_init',
+      );
+      this.#handle = contextOut.ptr();
+      this.#config = config;
+      // ucp_config_modify keeps names it does not know for the transports, which silently ignore the
+      // unknown ones: check every name against all the tables UCX registered (loaded with the context).
+      const known = knownOptions();
+      const ucpOptions = parseConfigLines(captureStream((stream) =>
+        api.ucp_config_print(config, stream, null, Number(K.UCS_CONFIG_PRINT_CONFIG))));
+      for (const [name, value] of requested) {
+        if (!isKnownOption(known, name)) {
+          api.ucp_cleanup(this.#handle);
+          this.#handle = null;
+          throw new ConfigError(-12, name, value);
+        }
+        if (!(name in ucpOptions)) this.#transportConfig[name] = value;
+      }
+    } catch (err) {
+      api.ucp_config_release(config);
+      throw err;
+    }
+  }
+
+  /** The features this context was created with. */
+  get features(): readonly Feature[] {
+    return this.#features;
+  }
+
+  /** True once `close()` was called. */
+  get closed(): boolean {
+    return this.#closing !== undefined;
+  }
+
+  /** The `ucp_context_h` handle. */
+  getHandle(): bigint {
+    return this._liveHandle();
+  }
+
+  /**
+   * The effective UCX configuration (environment and `config` applied), as option name (without the
+   * `UCX_` prefix) to value.
+   */
+  getConfig(): Record<string, string> {
+    this._liveHandle();
+    const text = captureStream((stream) =>
+      ucx().ucp_config_print(this.#config, stream, null, Number(K.UCS_CONFIG_PRINT_CONFIG)));
+    return { ...parseConfigLines(text), ...this.#transportConfig };
+  }
+
+  /**
+   * Creates a worker. Default progress mode 'event' (no CPU when idle); 'polling' for the lowest
+   * latency; 'manual' to call `worker.progress()` yourself.
+   */
+  createWorker(options: WorkerOptions = {}): Worker {
+    const handle = this._liveHandle();
+    const worker = new Worker(this, handle, options, this.#features.includes('wakeup'));
+    this.#workers.add(worker);
+    return worker;
+  }
+
+  /**
+   * Maps `size` bytes for remote access: UCX-allocated when `buffer` is omitted, else the first `size`
+   * bytes of `buffer` (which the handle keeps alive).
+   *
+   * ```ts
+   * const allocated = context.createMemoryHandle(64 << 20);
+   * const registered = context.createMemoryHandle(4096, new Uint8Array(4096), { access: 'read' });
+   * ```
+   */
+  createMemoryHandle(size: number, buffer?: BufferSource | null, options: MemoryHandleOptions = {}): MemoryHandle {
+    const handle = this._liveHandle();
+    const memoryHandle = new MemoryHandle(this, handle, size, buffer, options);
+    this.#memoryHandles.add(memoryHandle);
+    return memoryHandle;
+  }
+
+  /**
+   * Closes the context and everything it owns, in UCX's order: workers (their requests, remote keys,
+   * endpoints and listeners), memory handles, then the context itself. Idempotent.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  async #close(): Promise<void> {
+    await Promise.all([...this.#workers].map((worker) => worker.close()));
+    for (const handle of [...this.#memoryHandles]) handle.close();
+    this.#cleanupIfDone();
+  }
+
+  #cleanupIfDone(): void {
+    if (this.#closing === undefined || this.#pendingUnmaps > 0 || this.#handle === null) return;
+    if (this.#workers.size > 0 || this.#memoryHandles.size > 0) return;
+    const handle = this.#handle;
+    this.#handle = null;
+    ucx().ucp_cleanup(handle);
+    if (this.#config !== null) ucx().ucp_config_release(this.#config);
+    this.#config = null;
+  }
+
+  /** @internal */
+  _liveHandle(): bigint {
+    if (this.#handle === null || this.#closing !== undefined) throw new ClosedError('the Context');
+    return this.#handle;
+  }
+
+  /** @internal */
+  _workerClosed(worker: Worker): void {
+    this.#workers.delete(worker);
+  }
+
+  /** @internal A handle closed: its mapping is released now or once its views are collected. */
+  _memoryHandleClosed(handle: MemoryHandle): void {
+    this.#memoryHandles.delete(handle);
+    this.#pendingUnmaps++;
+  }
+
+  /** @internal */
+  _unmap(memh: bigint): void {
+    this.#pendingUnmaps--;
+    if (this.#handle !== null) ucx().ucp_mem_unmap(this.#handle, memh);
+    this.#cleanupIfDone();
+  }
+
+  /**
+   * @internal The size of the packed key record of each memory domain, as this context packs them, for
+   * validating keys from peers before `ucp_ep_rkey_unpack` reads them.
+   */
+  _packedRkeyReference(): Map<number, number> {
+    if (this.#rkeyReference === undefined) {
+      const reference = new Map<number, number>();
+      const probes = [this.createMemoryHandle(4096), this.createMemoryHandle(4096, new Uint8Array(4096))];
+      try {
+        for (const probe of probes) {
+          for (const md of parsePackedRkey(probe._packedRkey()).mds) reference.set(md.index, md.size);
+        }
+      } finally {
+        for (const probe of probes) probe.close();
+      }
+      this.#rkeyReference = reference;
+    }
+    return this.#rkeyReference;
+  }
+}
+
+function parseConfigLines(text: string): Record<string, string> {
+  const result: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const match = /^UCX_([A-Za-z0-9_]+)=(.*)$/.exec(line);
+    if (match?.[1] !== undefined) result[match[1]] = match[2] ?? '';
+  }
+  return result;
+}
+
+let knownOptionNames: Set<string> | undefined;
+
+/**
+ * True for a listed name, or for a name with a parent-table prefix that UCX resolves through a
+ * sub-table (UCX_MM_ERROR_HANDLING reaches UCX_SYSV_/UCX_POSIX_ERROR_HANDLING).
+ */
+function isKnownOption(known: Set<string>, name: string): boolean {
+  if (known.has(name)) return true;
+  const cut = name.indexOf('_');
+  if (cut <= 0) return false;
+  const suffix = name.slice(cut);
+  for (const option of known) if (option.endsWith(suffix) && option.indexOf('_') === option.length - suffix.length) return true;
+  return false;
+}
+
+/** Every option name of every configuration table UCX has registered (as `ucx_info -c` lists them). */
+function knownOptions(): Set<string> {
+  if (knownOptionNames === undefined) {
+    const api = ucx();
+    const text = captureStream((stream) => api.ucs_config_parser_print_all_opts(
+      stream, 'UCX_', Number(K.UCS_CONFIG_PRINT_CONFIG | K.UCS_CONFIG_PRINT_HIDDEN), api.ucs_config_global_list));
+    knownOptionNames = new Set(Object.keys(parseConfigLines(text)));
+  }
+  return knownOptionNames;
+}
+
+/**
+ * Endpoints have peer error handling on by default, and UCX 1.13 then leaves shared memory out unless
+ * UCX_MM_ERROR_HANDLING=y: everything, RMA to UCX-allocated memory included, would go over TCP (about
+ * 100x slower on one host). This is a transport option that only the environment reaches (it is not
+ * honoured through ucp_config_modify), so it is set in this process's environment unless the user set
+ * any of the variables that decide it. Peers must set it too to share memory with us.
+ */
+function enableSharedMemoryWithErrorHandling(): void {
+  const env = process.env;
+  if (env['UCX_MM_ERROR_HANDLING'] === undefined && env['UCX_SYSV_ERROR_HANDLING'] === undefined &&
+      env['UCX_POSIX_ERROR_HANDLING'] === undefined) {
+    env['UCX_MM_ERROR_HANDLING'] = 'y';
+  }
+}

@@ -1,0 +1,159 @@
+/**
+ * FFI declarations of the libucp/libucs functions ucxx-ts calls, and the prototypes of the C callbacks it
+ * registers. Every pointer is declared `void *` (koffi passes a Buffer/TypedArray as its data pointer and a
+ * bigint as an address) and every `ucs_status_t` as `int8_t` (a packed one-byte enum).
+ */
+import koffi from 'koffi';
+import { loadLibraries } from './library.js';
+
+/** An address as koffi returns it: a bigint, or null for NULL. */
+export type Ptr = bigint | null;
+/** What a `void *` argument accepts: an address, NULL, or JS memory (passed as its data pointer). */
+export type PtrArg = bigint | null | ArrayBufferView | ArrayBuffer | SharedArrayBuffer;
+
+/** The typed surface of the loaded libraries. */
+export interface UcxFunctions {
+  ucp_get_version(major: Buffer, minor: Buffer, release: Buffer): void;
+  ucs_status_string(status: number): string;
+
+  ucp_config_read(envPrefix: string | null, filename: string | null, configOut: Buffer): number;
+  ucp_config_release(config: Ptr): void;
+  ucp_config_modify(config: Ptr, name: string, value: string): number;
+  ucp_config_print(config: Ptr, stream: Ptr, title: string | null, flags: number): void;
+  ucp_init_version(major: number, minor: number, params: Buffer, config: Ptr, contextOut: Buffer): number;
+  ucp_cleanup(context: Ptr): void;
+
+  ucp_worker_create(context: Ptr, params: Buffer, workerOut: Buffer): number;
+  ucp_worker_destroy(worker: Ptr): void;
+  ucp_worker_query(worker: Ptr, attr: Buffer): number;
+  ucp_worker_release_address(worker: Ptr, address: Ptr): void;
+  ucp_worker_progress(worker: Ptr): number;
+  ucp_worker_get_efd(worker: Ptr, fdOut: Buffer): number;
+  ucp_worker_arm(worker: Ptr): number;
+  ucp_worker_signal(worker: Ptr): number;
+  ucp_worker_flush_nbx(worker: Ptr, param: Buffer): Ptr;
+  ucp_worker_fence(worker: Ptr): number;
+
+  ucp_listener_create(worker: Ptr, params: Buffer, listenerOut: Buffer): number;
+  ucp_listener_destroy(listener: Ptr): void;
+  ucp_listener_query(listener: Ptr, attr: Buffer): number;
+  ucp_listener_reject(listener: Ptr, connRequest: Ptr): number;
+  ucp_conn_request_query(connRequest: Ptr, attr: Buffer): number;
+
+  ucp_ep_create(worker: Ptr, params: Buffer, epOut: Buffer): number;
+  ucp_ep_close_nbx(ep: Ptr, param: Buffer): Ptr;
+  ucp_ep_flush_nbx(ep: Ptr, param: Buffer): Ptr;
+
+  ucp_mem_map(context: Ptr, params: Buffer, memhOut: Buffer): number;
+  ucp_mem_unmap(context: Ptr, memh: Ptr): number;
+  ucp_mem_query(memh: Ptr, attr: Buffer): number;
+  ucp_rkey_pack(context: Ptr, memh: Ptr, bufferOut: Buffer, sizeOut: Buffer): number;
+  ucp_rkey_buffer_release(buffer: Ptr): void;
+  ucp_ep_rkey_unpack(ep: Ptr, packed: PtrArg, rkeyOut: Buffer): number;
+  ucp_rkey_destroy(rkey: Ptr): void;
+
+  ucp_put_nbx(ep: Ptr, buffer: PtrArg, count: number, remoteAddr: bigint, rkey: Ptr, param: Buffer): Ptr;
+  ucp_get_nbx(ep: Ptr, buffer: PtrArg, count: number, remoteAddr: bigint, rkey: Ptr, param: Buffer): Ptr;
+
+  ucp_tag_send_nbx(ep: Ptr, buffer: PtrArg, count: number, tag: bigint, param: Buffer): Ptr;
+  ucp_tag_send_sync_nbx(ep: Ptr, buffer: PtrArg, count: number, tag: bigint, param: Buffer): Ptr;
+  ucp_tag_recv_nbx(worker: Ptr, buffer: PtrArg, count: number, tag: bigint, mask: bigint, param: Buffer): Ptr;
+
+  ucp_request_cancel(worker: Ptr, request: Ptr): void;
+  ucp_request_free(request: Ptr): void;
+  ucp_request_check_status(request: Ptr): number;
+
+  ucs_config_parser_print_all_opts(stream: Ptr, prefix: string, flags: number, list: Ptr): void;
+  /** The address of libucs's `ucs_config_global_list` (every registered configuration table). */
+  ucs_config_global_list: bigint;
+
+  open_memstream(bufferOut: Buffer, sizeOut: Buffer): Ptr;
+  fclose(stream: Ptr): number;
+  free(pointer: Ptr): void;
+}
+
+/** The C callback prototypes ucxx-ts registers (once each, dispatching on `user_data`/`arg`). */
+export const callbackTypes = {
+  send: koffi.pointer(koffi.proto('void ucxx_send_cb(void *request, int8_t status, uintptr_t user_data)')),
+  tagRecv: koffi.pointer(
+    koffi.proto('void ucxx_tag_recv_cb(void *request, int8_t status, void *info, uintptr_t user_data)'),
+  ),
+  streamRecv: koffi.pointer(
+    koffi.proto('void ucxx_stream_recv_cb(void *request, int8_t status, size_t length, uintptr_t user_data)'),
+  ),
+  epError: koffi.pointer(koffi.proto('void ucxx_ep_err_cb(uintptr_t arg, void *ep, int8_t status)')),
+  connRequest: koffi.pointer(koffi.proto('void ucxx_conn_cb(void *conn_request, uintptr_t arg)')),
+} as const;
+
+export type CallbackKind = keyof typeof callbackTypes;
+
+const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
+  ucs: [
+    'const char *ucs_status_string(int8_t status)',
+    'void ucs_config_parser_print_all_opts(void *stream, const char *prefix, uint32_t flags, void *list)',
+  ],
+  ucp: [
+    'void ucp_get_version(void *major, void *minor, void *release)',
+    'int8_t ucp_config_read(const char *env_prefix, const char *filename, void *config_p)',
+    'void ucp_config_release(void *config)',
+    'int8_t ucp_config_modify(void *config, const char *name, const char *value)',
+    'void ucp_config_print(void *config, void *stream, const char *title, uint32_t print_flags)',
+    'int8_t ucp_init_version(uint32_t api_major, uint32_t api_minor, void *params, void *config, void *context_p)',
+    'void ucp_cleanup(void *context)',
+    'int8_t ucp_worker_create(void *context, void *params, void *worker_p)',
+    'void ucp_worker_destroy(void *worker)',
+    'int8_t ucp_worker_query(void *worker, void *attr)',
+    'void ucp_worker_release_address(void *worker, void *address)',
+    'uint32_t ucp_worker_progress(void *worker)',
+    'int8_t ucp_worker_get_efd(void *worker, void *fd)',
+    'int8_t ucp_worker_arm(void *worker)',
+    'int8_t ucp_worker_signal(void *worker)',
+    'void *ucp_worker_flush_nbx(void *worker, void *param)',
+    'int8_t ucp_worker_fence(void *worker)',
+    'int8_t ucp_listener_create(void *worker, void *params, void *listener_p)',
+    'void ucp_listener_destroy(void *listener)',
+    'int8_t ucp_listener_query(void *listener, void *attr)',
+    'int8_t ucp_listener_reject(void *listener, void *conn_request)',
+    'int8_t ucp_conn_request_query(void *conn_request, void *attr)',
+    'int8_t ucp_ep_create(void *worker, void *params, void *ep_p)',
+    'void *ucp_ep_close_nbx(void *ep, void *param)',
+    'void *ucp_ep_flush_nbx(void *ep, void *param)',
+    'int8_t ucp_mem_map(void *context, void *params, void *memh_p)',
+    'int8_t ucp_mem_unmap(void *context, void *memh)',
+    'int8_t ucp_mem_query(void *memh, void *attr)',
+    'int8_t ucp_rkey_pack(void *context, void *memh, void *rkey_buffer_p, void *size_p)',
+    'void ucp_rkey_buffer_release(void *rkey_buffer)',
+    'int8_t ucp_ep_rkey_unpack(void *ep, void *rkey_buffer, void *rkey_p)',
+    'void ucp_rkey_destroy(void *rkey)',
+    'void *ucp_put_nbx(void *ep, void *buffer, size_t count, uint64_t remote_addr, void *rkey, void *param)',
+    'void *ucp_get_nbx(void *ep, void *buffer, size_t count, uint64_t remote_addr, void *rkey, void *param)',
+    'void *ucp_tag_send_nbx(void *ep, void *buffer, size_t count, uint64_t tag, void *param)',
+    'void *ucp_tag_send_sync_nbx(void *ep, void *buffer, size_t count, uint64_t tag, void *param)',
+    'void *ucp_tag_recv_nbx(void *worker, void *buffer, size_t count, uint64_t tag, uint64_t tag_mask, void *param)',
+    'void ucp_request_cancel(void *worker, void *request)',
+    'void ucp_request_free(void *request)',
+    'int8_t ucp_request_check_status(void *request)',
+  ],
+  libc: [
+    'void *open_memstream(void *ptr, void *sizeloc)',
+    'int fclose(void *stream)',
+    'void free(void *ptr)',
+  ],
+};
+
+function nameOf(signature: string): string {
+  const match = /([A-Za-z_][A-Za-z0-9_]*)\s*\(/.exec(signature);
+  if (match?.[1] === undefined) throw new Error(`bad FFI signature: ${signature}`);
+  return match[1];
+}
+
+/** Loads the libraries and declares every function. Throws UcxLibraryNotFoundError when UCX is missing. */
+export function declareFunctions(): UcxFunctions {
+  const libs = loadLibraries();
+  const out: Record<string, unknown> = {};
+  for (const [lib, signatures] of Object.entries(SIGNATURES) as ['ucp' | 'ucs' | 'libc', readonly string[]][]) {
+    for (const signature of signatures) out[nameOf(signature)] = libs[lib].func(signature);
+  }
+  out['ucs_config_global_list'] = libs.ucs.symbol('ucs_config_global_list');
+  return out as unknown as UcxFunctions;
+}

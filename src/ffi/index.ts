@@ -1,0 +1,88 @@
+/**
+ * The FFI layer's one entry point. The object model reaches libucp only through what this module exports:
+ * the declared functions, callback registration, struct layouts, constants, status decoding and the few
+ * koffi memory primitives (addresses, views of C memory, fd polling on Node's loop).
+ */
+import koffi from 'koffi';
+import { callbackTypes, declareFunctions, type CallbackKind, type UcxFunctions } from './functions.js';
+
+export { UcxLibraryNotFoundError } from './library.js';
+export type { Ptr, PtrArg, UcxFunctions, CallbackKind } from './functions.js';
+export * as layouts from './layouts.js';
+export type { Layout } from './layouts.js';
+export { CONSTANTS, UCP_API_MAJOR, UCP_API_MINOR, c, type ConstantName } from './constants.js';
+export { STATUS_NAMES, UCS_INPROGRESS, UCS_OK, statusName, statusOfPtr } from './status.js';
+export { StructBuffer, OutCell } from './struct-buffer.js';
+
+let functions: UcxFunctions | undefined;
+
+/** The loaded libucp/libucs functions (loaded on first use). Throws UcxLibraryNotFoundError. */
+export function ucx(): UcxFunctions {
+  functions ??= declareFunctions();
+  return functions;
+}
+
+/** The installed libucp version as [major, minor, release]. */
+export function ucpVersion(): [number, number, number] {
+  const cells = [Buffer.alloc(4), Buffer.alloc(4), Buffer.alloc(4)] as const;
+  ucx().ucp_get_version(cells[0], cells[1], cells[2]);
+  return [cells[0].readUInt32LE(0), cells[1].readUInt32LE(0), cells[2].readUInt32LE(0)];
+}
+
+/**
+ * Registers a JS function as a C callback of the given kind and returns its address. koffi has 8192
+ * callback slots for the whole process: register one per kind at start-up, never one per request.
+ */
+export function registerCallback(kind: CallbackKind, fn: (...args: never[]) => unknown): bigint {
+  return koffi.register(fn, callbackTypes[kind]) as bigint;
+}
+
+/** The address of a JS memory region's first byte (TypedArray/DataView byteOffset included). */
+export function addressOf(memory: ArrayBufferView | ArrayBuffer): bigint {
+  return koffi.address(memory) as bigint;
+}
+
+/**
+ * An ArrayBuffer over C memory. It has no finalizer and dangles once the memory is freed: the caller
+ * must keep the memory mapped for as long as the ArrayBuffer is reachable.
+ */
+export function viewOfMemory(address: bigint, length: number): ArrayBuffer {
+  return koffi.view(address, length);
+}
+
+/** Copies `length` bytes of C memory into a new Buffer. */
+export function copyFromMemory(address: bigint, length: number): Buffer {
+  if (length === 0) return Buffer.alloc(0);
+  return Buffer.from(new Uint8Array(koffi.view(address, length)));
+}
+
+export type FdPoll = ReturnType<typeof koffi.node.poll>;
+
+/** Watches a file descriptor for readability on Node's own event loop (libuv poll). */
+export function pollReadable(fd: number, onReadable: () => void): FdPoll {
+  return koffi.node.poll(fd, { readable: true }, onReadable);
+}
+
+/** Reads a little-endian u64 at `address + offset` in C memory. */
+export function readU64(address: bigint, offset: number): bigint {
+  return BigInt(koffi.decode(address, offset, 'uint64_t') as number | bigint);
+}
+
+/** Runs `print(stream)` with a C `FILE *` that writes to memory and returns what was written. */
+export function captureStream(print: (stream: bigint) => void): string {
+  const api = ucx();
+  const bufferOut = Buffer.alloc(8);
+  const sizeOut = Buffer.alloc(8);
+  const stream = api.open_memstream(bufferOut, sizeOut);
+  if (stream === null) throw new Error('open_memstream failed');
+  try {
+    print(stream);
+  } finally {
+    api.fclose(stream);
+  }
+  const address = bufferOut.readBigUInt64LE(0);
+  if (address === 0n) return '';
+  const text = copyFromMemory(address, Number(sizeOut.readBigUInt64LE(0))).toString('utf8');
+  api.free(address);
+  return text;
+}

@@ -1,0 +1,60 @@
+/**
+ * Finds and loads libucp and libucs. Nothing outside src/ffi loads a library.
+ *
+ * Search order: `UCXX_TS_UCX_LIBDIR` (a directory holding libucp.so.0 and libucs.so.0), then the dynamic
+ * linker's own search path (LD_LIBRARY_PATH, ld.so.cache), which is where Debian's `libucx0` puts them.
+ */
+import koffi from 'koffi';
+import * as path from 'node:path';
+
+export type LibraryHandle = ReturnType<typeof koffi.load>;
+
+/** Raised when libucp/libucs cannot be loaded; says what to install instead of a koffi stack trace. */
+export class UcxLibraryNotFoundError extends Error {
+  override readonly name = 'UcxLibraryNotFoundError';
+  readonly code = 'UCXX_ERR_LIBRARY_NOT_FOUND';
+  constructor(library: string, tried: readonly string[], cause: unknown) {
+    super(
+      `ucxx-ts could not load ${library} (tried: ${tried.join(', ')}). ` +
+        'Install UCX 1.13 or newer: on Debian/Ubuntu `apt-get install libucx0` ' +
+        '(add libucx-dev ucx-utils for the tests and benchmarks), or set UCXX_TS_UCX_LIBDIR to the ' +
+        'directory that holds libucp.so.0 and libucs.so.0.',
+      { cause },
+    );
+  }
+}
+
+function candidates(soname: string): string[] {
+  const dir = process.env['UCXX_TS_UCX_LIBDIR'];
+  const list: string[] = [];
+  if (dir !== undefined && dir !== '') list.push(path.join(dir, soname));
+  list.push(soname);
+  return list;
+}
+
+function loadOne(soname: string): LibraryHandle {
+  const tried = candidates(soname);
+  let lastError: unknown;
+  for (const candidate of tried) {
+    try {
+      return koffi.load(candidate);
+    } catch (err) {
+      lastError = err;
+    }
+  }
+  throw new UcxLibraryNotFoundError(soname, tried, lastError);
+}
+
+export interface UcxLibraries {
+  readonly ucs: LibraryHandle;
+  readonly ucp: LibraryHandle;
+  readonly libc: LibraryHandle;
+}
+
+/** Loads libucs, then libucp (which depends on it), then libc for memstream-based config printing. */
+export function loadLibraries(): UcxLibraries {
+  const ucs = loadOne('libucs.so.0');
+  const ucp = loadOne('libucp.so.0');
+  const libc = koffi.load('libc.so.6');
+  return { ucs, ucp, libc };
+}

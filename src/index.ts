@@ -1,0 +1,22 @@
+/**
+ * ucxx-ts: UCX for TypeScript. The object model follows ucxx (RAPIDS): Context -> Worker -> Listener /
+ * Endpoint, MemoryHandle -> RemoteKey, and a Request for every non-blocking operation.
+ */
+export { Context, DEFAULT_FEATURES, type ContextOptions, type Feature } from './context.js';
+export { Worker, type WorkerOptions, type ProgressMode } from './worker.js';
+export { Listener, type ListenerOptions } from './listener.js';
+export { Endpoint, type EndpointOptions, type EndpointEvents } from './endpoint.js';
+export { MemoryHandle, type MemoryHandleOptions, type MemoryAccess } from './memory-handle.js';
+export {
+  RemoteKey, createRemoteKeyFromMemoryHandle, createRemoteKeyFromSerialized, type RemoteKeyAccess,
+} from './remote-key.js';
+export { Request, type TagRecvInfo } from './request.js';
+export * from './errors.js';
+export type { BufferSource } from './internal/bytes.js';
+
+import { ucpVersion } from './ffi/index.js';
+
+/** The version of the libucp that was loaded, e.g. [1, 13, 1]. */
+export function getUcxVersion(): [number, number, number] {
+  return ucpVersion();
+}

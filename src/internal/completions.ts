@@ -1,0 +1,68 @@
+/**
+ * The completion callbacks: one registered C function per kind of completion, dispatching on the slot id
+ * that each operation carries in `user_data`. A completed UCX request is released here, exactly once.
+ */
+import { layouts, readU64, registerCallback, ucx } from '../ffi/index.js';
+import type { AnyRequest } from '../request.js';
+import { SlotTable } from './slot-table.js';
+
+/** Requests in flight, by the id written into their `user_data`. */
+export const inflight = new SlotTable<AnyRequest>();
+
+/**
+ * Set while an nbx call is running: a callback that UCX invokes from inside that call (operations posted
+ * with UCP_OP_ATTR_FLAG_NO_IMM_CMPL) must not free the request that the call is about to return.
+ */
+let posting = false;
+let freeAfterPost: bigint | null = null;
+
+/** Runs one nbx call; a request completed from inside it is freed after it returns. */
+export function post<A extends unknown[]>(fn: (...args: A) => bigint | null, ...args: A): bigint | null {
+  posting = true;
+  let ptr: bigint | null;
+  try {
+    ptr = fn(...args);
+  } finally {
+    posting = false;
+  }
+  if (freeAfterPost !== null) {
+    ucx().ucp_request_free(freeAfterPost);
+    freeAfterPost = null;
+  }
+  return ptr;
+}
+
+function complete(handle: bigint | null, id: number, status: number, length: number, tag: bigint): void {
+  const request = inflight.get(id);
+  inflight.delete(id);
+  if (handle !== null) {
+    if (posting) freeAfterPost = handle;
+    else ucx().ucp_request_free(handle);
+  }
+  if (request !== undefined) {
+    request._id = 0;
+    request._settle(status, length, tag);
+  }
+}
+
+const TAG_OFFSET = layouts.ucp_tag_recv_info_t.offsets.sender_tag;
+const LENGTH_OFFSET = layouts.ucp_tag_recv_info_t.offsets.length;
+
+let registered: { send: bigint; tagRecv: bigint; streamRecv: bigint } | undefined;
+
+/** The addresses of the registered completion callbacks (registered on first use). */
+export function completionCallbacks(): { send: bigint; tagRecv: bigint; streamRecv: bigint } {
+  registered ??= {
+    send: registerCallback('send', (handle: bigint | null, status: number, id: number) => {
+      complete(handle, id, status, 0, 0n);
+    }),
+    tagRecv: registerCallback('tagRecv', (handle: bigint | null, status: number, info: bigint | null, id: number) => {
+      if (info === null) complete(handle, id, status, 0, 0n);
+      else complete(handle, id, status, Number(readU64(info, LENGTH_OFFSET)), readU64(info, TAG_OFFSET));
+    }),
+    streamRecv: registerCallback('streamRecv', (handle: bigint | null, status: number, length: number, id: number) => {
+      complete(handle, id, status, length, 0n);
+    }),
+  };
+  return registered;
+}

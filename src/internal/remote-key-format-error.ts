@@ -1,0 +1,14 @@
+/**
+ * Thrown when a serialized remote key (the ucxx wire format) or the packed UCP remote key inside it
+ * is malformed: wrong length, checksum mismatch, fields out of range, or a packed key whose structure
+ * is not what `ucp_rkey_pack` produces. Such a key is never handed to `ucp_ep_rkey_unpack`, which
+ * trusts its input completely.
+ */
+export class RemoteKeyFormatError extends Error {
+  readonly code = 'UCXX_ERR_REMOTE_KEY_FORMAT' as const;
+  override name = 'RemoteKeyFormatError';
+
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+  }
+}

@@ -1,0 +1,170 @@
+/**
+ * Accepts connections on a socket address (`worker.listen()`). Each incoming connection becomes an
+ * Endpoint, handed to the `onConnection` callback and yielded by the listener's async iterator.
+ *
+ * ```ts
+ * const listener = worker.listen({ host: '127.0.0.1', port: 0 });
+ * console.log('listening on', listener.port);
+ * for await (const endpoint of listener) {
+ *   await endpoint.tagSend(Buffer.from('welcome'), 1n);
+ * }
+ * ```
+ */
+import { CONSTANTS, OutCell, StructBuffer, addressOf, layouts, registerCallback, ucx } from './ffi/index.js';
+import { ClosedError, check } from './errors.js';
+import { SlotTable } from './internal/slot-table.js';
+import { decodeSockaddr, encodeSockaddr } from './internal/sockaddr.js';
+import { Endpoint, type EndpointOptions } from './endpoint.js';
+import type { Worker } from './worker.js';
+
+export interface ListenerOptions {
+  /** The IP address to bind; 'localhost' means 127.0.0.1. Default '0.0.0.0' (all IPv4 interfaces). */
+  host?: string;
+  /** The port; 0 (the default) picks a free one. */
+  port?: number;
+  /** Options for the endpoints created for incoming connections. */
+  endpoint?: EndpointOptions;
+}
+
+const K = CONSTANTS;
+const listeners = new SlotTable<Listener>();
+let connCallback: bigint | undefined;
+
+function connCallbackAddress(): bigint {
+  connCallback ??= registerCallback('connRequest', (connRequest: bigint | null, id: number) => {
+    const listener = listeners.get(id);
+    if (listener !== undefined && connRequest !== null) listener._onConnRequest(connRequest);
+  });
+  return connCallback;
+}
+
+export class Listener implements AsyncIterable<Endpoint> {
+  readonly #worker: Worker;
+  #handle: bigint | null;
+  readonly #id: number;
+  readonly #host: string;
+  readonly #port: number;
+  readonly #endpointOptions: EndpointOptions;
+  readonly #onConnection: ((endpoint: Endpoint) => void) | undefined;
+  readonly #queue: Endpoint[] = [];
+  readonly #waiting: ((result: IteratorResult<Endpoint>) => void)[] = [];
+  #iterated = false;
+
+  /** @internal Use `worker.listen()`. */
+  constructor(
+    worker: Worker, workerHandle: bigint, options: ListenerOptions, onConnection?: (endpoint: Endpoint) => void,
+  ) {
+    if (onConnection !== undefined && typeof onConnection !== 'function') {
+      throw new TypeError('onConnection must be a function');
+    }
+    const host = options.host === undefined ? '0.0.0.0' : options.host === 'localhost' ? '127.0.0.1' : options.host;
+    const sockaddr = encodeSockaddr(host, options.port ?? 0);
+    this.#worker = worker;
+    this.#onConnection = onConnection;
+    this.#endpointOptions = options.endpoint ?? {};
+    this.#id = listeners.add(this);
+    const params = new StructBuffer(layouts.ucp_listener_params_t);
+    params
+      .setU64('field_mask', K.UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | K.UCP_LISTENER_PARAM_FIELD_CONN_HANDLER)
+      .setPtr('sockaddr.addr', addressOf(sockaddr))
+      .setU32('sockaddr.addrlen', sockaddr.length)
+      .setPtr('conn_handler.cb', connCallbackAddress())
+      .setPtr('conn_handler.arg', BigInt(this.#id));
+    const out = new OutCell();
+    try {
+      check(ucx().ucp_listener_create(workerHandle, params.buffer, out.reset()), `ucp_listener_create (${host})`);
+    } catch (err) {
+      listeners.delete(this.#id);
+      throw err;
+    }
+    this.#handle = out.ptr();
+    const attr = new StructBuffer(layouts.ucp_listener_attr_t);
+    attr.setU64('field_mask', K.UCP_LISTENER_ATTR_FIELD_SOCKADDR);
+    check(ucx().ucp_listener_query(this.#handle, attr.buffer), 'ucp_listener_query');
+    const bound = decodeSockaddr(attr.buffer, layouts.ucp_listener_attr_t.offsets.sockaddr);
+    this.#host = host;
+    this.#port = bound.port;
+  }
+
+  /** The port the listener is bound to (the chosen one when 0 was asked for). */
+  get port(): number {
+    return this.#port;
+  }
+
+  /** The address the listener is bound to. */
+  get host(): string {
+    return this.#host;
+  }
+
+  /** True once closed. */
+  get closed(): boolean {
+    return this.#handle === null;
+  }
+
+  /** The `ucp_listener_h` handle. */
+  getHandle(): bigint {
+    if (this.#handle === null) throw new ClosedError('the Listener');
+    return this.#handle;
+  }
+
+  /** @internal Called from inside progress: the endpoint is created afterwards, outside the callback. */
+  _onConnRequest(connRequest: bigint): void {
+    this.#worker._defer(() => this.#accept(connRequest));
+  }
+
+  #accept(connRequest: bigint): void {
+    if (this.#handle === null) return;
+    const workerHandle = this.#worker._handle;
+    if (workerHandle === null || this.#worker.closed) {
+      ucx().ucp_listener_reject(this.#handle, connRequest);
+      return;
+    }
+    let endpoint: Endpoint;
+    try {
+      endpoint = Endpoint._create(this.#worker, workerHandle, this.#endpointOptions, (params) => {
+        params
+          .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_CONN_REQUEST)
+          .setPtr('conn_request', connRequest);
+      }, `connection to listener :${this.#port}`);
+    } catch {
+      // ucp_ep_create consumed the request; nothing to hand out.
+      return;
+    }
+    this.#onConnection?.(endpoint);
+    const waiter = this.#waiting.shift();
+    if (waiter !== undefined) waiter({ value: endpoint, done: false });
+    else if (this.#iterated || this.#onConnection === undefined) this.#queue.push(endpoint);
+  }
+
+  /** Yields each incoming connection's Endpoint until the listener closes. */
+  [Symbol.asyncIterator](): AsyncIterator<Endpoint> {
+    this.#iterated = true;
+    return {
+      next: (): Promise<IteratorResult<Endpoint>> => {
+        const ready = this.#queue.shift();
+        if (ready !== undefined) return Promise.resolve({ value: ready, done: false });
+        if (this.#handle === null) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve) => this.#waiting.push(resolve));
+      },
+      return: (): Promise<IteratorResult<Endpoint>> => {
+        this.close();
+        return Promise.resolve({ value: undefined, done: true });
+      },
+    };
+  }
+
+  /** Stops accepting connections (established endpoints stay open). Idempotent. */
+  close(): void {
+    if (this.#handle === null) return;
+    const handle = this.#handle;
+    this.#handle = null;
+    listeners.delete(this.#id);
+    ucx().ucp_listener_destroy(handle);
+    for (const waiter of this.#waiting.splice(0)) waiter({ value: undefined, done: true });
+    this.#worker._listenerClosed(this);
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}

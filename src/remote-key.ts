@@ -1,0 +1,189 @@
+/**
+ * A remote key: what a peer needs to reach a MemoryHandle's region with `memPut`/`memGet`.
+ *
+ * The owner of the memory packs it (`createRemoteKeyFromMemoryHandle`) and sends `serialize()`'s bytes;
+ * the peer rebuilds it on its endpoint (`createRemoteKeyFromSerialized`). The serialized form is ucxx's
+ * (byte-compatible with ucxx C++), plus an optional trailer carrying the access rights, which ucxx
+ * ignores. Deserialization validates everything (length, checksum, packed-key structure, region bounds)
+ * before UCX sees a byte. Holding a key means being able to read and write that region: send it only to
+ * peers you trust, as with any UCX/MPI program.
+ *
+ * ```ts
+ * // owner
+ * const bytes = createRemoteKeyFromMemoryHandle(region).serialize();
+ * // peer
+ * const key = createRemoteKeyFromSerialized(endpoint, bytes);
+ * await endpoint.memPut(data, key, 0);
+ * ```
+ */
+import { ucx } from './ffi/index.js';
+import { ClosedError, RemoteAccessError } from './errors.js';
+import { asBytes } from './internal/bytes.js';
+import {
+  decodeSerializedRemoteKey, encodeSerializedRemoteKey, type RemoteKeyAccess,
+} from './internal/serialized-remote-key.js';
+import { checkPackedRkeyAgainstReference } from './internal/packed-rkey.js';
+import type { Endpoint } from './endpoint.js';
+import type { MemoryHandle } from './memory-handle.js';
+
+export type { RemoteKeyAccess } from './internal/serialized-remote-key.js';
+
+export class RemoteKey {
+  readonly #packed: Uint8Array;
+  readonly #base: bigint;
+  readonly #size: bigint;
+  readonly #access: RemoteKeyAccess;
+  /** Whether the access rights are known (keys from ucxx C++ carry none and are treated as read-write). */
+  readonly #accessKnown: boolean;
+  readonly #endpoint: Endpoint | null;
+  #rkey: bigint | null;
+  #closed = false;
+
+  private constructor(
+    packed: Uint8Array, base: bigint, size: bigint, access: RemoteKeyAccess, accessKnown: boolean,
+    endpoint: Endpoint | null, rkey: bigint | null,
+  ) {
+    this.#packed = packed;
+    this.#base = base;
+    this.#size = size;
+    this.#access = access;
+    this.#accessKnown = accessKnown;
+    this.#endpoint = endpoint;
+    this.#rkey = rkey;
+  }
+
+  /** @internal */
+  static _fromMemoryHandle(handle: MemoryHandle): RemoteKey {
+    return new RemoteKey(
+      handle._packedRkey(), handle.getBaseAddress(), BigInt(handle.getSize()), handle.access, true, null, null,
+    );
+  }
+
+  /** @internal */
+  static _fromSerialized(endpoint: Endpoint, serialized: unknown): RemoteKey {
+    const bytes = asBytes(serialized, 'serialized remote key');
+    endpoint._live('createRemoteKeyFromSerialized');
+    const decoded = decodeSerializedRemoteKey(bytes);
+    checkPackedRkeyAgainstReference(decoded.packedRkeyInfo, endpoint.worker.context._packedRkeyReference());
+    const rkey = endpoint._unpack(decoded.packedRkey);
+    const key = new RemoteKey(
+      decoded.packedRkey, decoded.baseAddress, decoded.size, decoded.access, decoded.hasAccessTrailer,
+      endpoint, rkey,
+    );
+    endpoint._keyUnpacked(key);
+    return key;
+  }
+
+  /** The unpacked `ucp_rkey_h` (null for a key packed locally from a MemoryHandle, as in ucxx). */
+  getHandle(): bigint | null {
+    this.#live();
+    return this.#rkey;
+  }
+
+  /** The size of the remote region in bytes. */
+  getSize(): number {
+    return Number(this.#size);
+  }
+
+  /** The remote region's base address (in the owner's address space). */
+  getBaseAddress(): bigint {
+    return this.#base;
+  }
+
+  /** The access rights the owner gave ('read-write' for keys serialized by ucxx C++). */
+  get access(): RemoteKeyAccess {
+    return this.#access;
+  }
+
+  /** The endpoint the key was unpacked on, or null for a locally packed key. */
+  get endpoint(): Endpoint | null {
+    return this.#endpoint;
+  }
+
+  /** True once closed (or once its endpoint closed). */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * The key in ucxx's serialized format (checksum, packed rkey, base address, size) followed by an
+   * ucxx-ts access trailer that ucxx ignores.
+   */
+  serialize(): Uint8Array {
+    this.#live();
+    return encodeSerializedRemoteKey({
+      packedRkey: this.#packed, baseAddress: this.#base, size: this.#size, access: this.#access,
+    });
+  }
+
+  /** Releases the unpacked key (`ucp_rkey_destroy`). Idempotent; done automatically when its endpoint closes. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#rkey !== null) {
+      ucx().ucp_rkey_destroy(this.#rkey);
+      this.#rkey = null;
+    }
+    this.#endpoint?._keyClosed(this);
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  /** @internal The rkey handle for an RMA on `endpoint`, after the access check. */
+  _handleFor(endpoint: Endpoint, operation: 'read' | 'write'): bigint {
+    this.#live();
+    if (this.#rkey === null || this.#endpoint !== endpoint) {
+      throw new TypeError(
+        this.#rkey === null
+          ? 'this RemoteKey was packed locally: serialize it and unpack it on the endpoint with createRemoteKeyFromSerialized'
+          : 'this RemoteKey was unpacked on another endpoint',
+      );
+    }
+    if (this.#accessKnown && this.#access !== 'read-write' && this.#access !== operation) {
+      throw new RemoteAccessError(
+        `the remote region was exported ${this.#access}-only: ${operation === 'write' ? 'memPut' : 'memGet'} is not allowed`,
+      );
+    }
+    return this.#rkey;
+  }
+
+  /** @internal The remote address of [offset, offset + length), or RangeError outside the region. */
+  _addressOf(offset: bigint, length: number): bigint {
+    const end = offset + BigInt(length);
+    if (end > this.#size) {
+      throw new RangeError(
+        `remote access [${offset}, ${end}) is outside the ${this.#size}-byte region of this RemoteKey`,
+      );
+    }
+    return this.#base + offset;
+  }
+
+  #live(): void {
+    if (this.#closed) throw new ClosedError('the RemoteKey');
+  }
+}
+
+/**
+ * Packs a remote key for a memory handle (ucxx's name; the same as `memoryHandle.createRemoteKey()`).
+ *
+ * ```ts
+ * const bytes = createRemoteKeyFromMemoryHandle(region).serialize();
+ * ```
+ */
+export function createRemoteKeyFromMemoryHandle(memoryHandle: MemoryHandle): RemoteKey {
+  return memoryHandle.createRemoteKey();
+}
+
+/**
+ * Rebuilds a serialized remote key on an endpoint to the memory's owner. Rejects malformed input with
+ * RemoteKeyFormatError (and a non-buffer with TypeError) before anything reaches UCX.
+ *
+ * ```ts
+ * const key = createRemoteKeyFromSerialized(endpoint, bytesFromPeer);
+ * ```
+ */
+export function createRemoteKeyFromSerialized(endpoint: Endpoint, serialized: Uint8Array | ArrayBufferView | ArrayBuffer): RemoteKey {
+  return RemoteKey._fromSerialized(endpoint, serialized);
+}

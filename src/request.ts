@@ -1,0 +1,165 @@
+/**
+ * A non-blocking UCX operation. Every `*_nbx` call of ucxx-ts returns a Request: await it (it is
+ * PromiseLike), or look at `completed`/`status` without awaiting, or `cancel()` it.
+ *
+ * An operation that UCX completes at once returns an already-completed Request and creates no Promise
+ * unless somebody awaits it; an immediate failure is only reported to whoever awaits (no unhandled
+ * rejection for a fire-and-forget operation whose result is checked by a later flush).
+ *
+ * ```ts
+ * const req = endpoint.memPut(data, remoteKey);
+ * if (!req.completed) await req;
+ * ```
+ */
+import { UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
+import { CanceledError, errorFromStatus, type UcxError } from './errors.js';
+
+/** What a completed tag receive reports. */
+export interface TagRecvInfo {
+  /** Bytes received. */
+  readonly length: number;
+  /** The tag the sender used. */
+  readonly senderTag: bigint;
+}
+
+/** How a Request's value is derived from its completion (kept as a number: no closure per operation). */
+export const enum ResultKind {
+  Void = 0,
+  TagInfo = 1,
+  Length = 2,
+}
+
+/** The worker-side hooks a Request needs (implemented by Worker). @internal */
+export interface RequestHost {
+  _cancelRequest(handle: bigint): void;
+  _requestSettled(request: AnyRequest): void;
+}
+
+/** @internal A request of any result type, for bookkeeping. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyRequest = Request<any>;
+
+export class Request<T = void> implements PromiseLike<T> {
+  #status: number = UCS_INPROGRESS;
+  #value: T | undefined;
+  #error: Error | undefined;
+  #promise: Promise<T> | undefined;
+  #resolve: ((value: T) => void) | undefined;
+  #reject: ((reason: Error) => void) | undefined;
+  #kind: ResultKind;
+  #host: RequestHost | null;
+  /** Memory the operation reads or writes, kept reachable until it completes. */
+  #keep: unknown;
+  /** @internal The slot id carried in user_data; 0 when none. */
+  _id = 0;
+  /** @internal The UCX request handle while in flight. */
+  _handle: bigint | null = null;
+  /** @internal A set that tracks this request until it settles (an endpoint's receives). */
+  _group: Set<AnyRequest> | null = null;
+  /** @internal What the operation is, for error messages. */
+  _what: string;
+
+  /** @internal Requests are made by Worker and Endpoint. */
+  constructor(host: RequestHost | null, kind: ResultKind, what: string, keep: unknown) {
+    this.#host = host;
+    this.#kind = kind;
+    this._what = what;
+    this.#keep = keep;
+  }
+
+  /** The UCS status: UCS_INPROGRESS (1) while in flight, 0 when done, negative on failure. */
+  get status(): number {
+    return this.#status;
+  }
+
+  /** True once the operation has finished, successfully or not. */
+  get completed(): boolean {
+    return this.#status !== UCS_INPROGRESS;
+  }
+
+  /** The error it failed with, once completed; undefined otherwise. */
+  get error(): Error | undefined {
+    return this.#error;
+  }
+
+  /**
+   * Cancels the operation if UCX still can (receives always; sends and RMA only where the transport
+   * allows). A cancelled request rejects with `CanceledError`. No effect on a completed request.
+   */
+  cancel(): void {
+    if (this.completed) return;
+    if (this._handle !== null && this.#host !== null) this.#host._cancelRequest(this._handle);
+  }
+
+  then<R1 = T, R2 = never>(
+    onfulfilled?: ((value: T) => R1 | PromiseLike<R1>) | null,
+    onrejected?: ((reason: any) => R2 | PromiseLike<R2>) | null,
+  ): Promise<R1 | R2> {
+    return this.#getPromise().then(onfulfilled, onrejected);
+  }
+
+  /** The same as awaiting the request and catching. */
+  catch<R = never>(onrejected?: ((reason: any) => R | PromiseLike<R>) | null): Promise<T | R> {
+    return this.#getPromise().catch(onrejected);
+  }
+
+  #getPromise(): Promise<T> {
+    if (this.#promise === undefined) {
+      if (this.#status === UCS_OK) this.#promise = Promise.resolve(this.#value as T);
+      else if (this.#error !== undefined) this.#promise = Promise.reject(this.#error);
+      else {
+        this.#promise = new Promise<T>((resolve, reject) => {
+          this.#resolve = resolve;
+          this.#reject = reject;
+        });
+      }
+    }
+    return this.#promise;
+  }
+
+  /** @internal Completes with a UCS status and the raw completion data. */
+  _settle(status: number, length: number, tag: bigint): void {
+    if (this.#status !== UCS_INPROGRESS) return;
+    if (status === UCS_OK) {
+      this.#status = UCS_OK;
+      switch (this.#kind) {
+        case ResultKind.TagInfo:
+          this.#value = { length, senderTag: tag } as T;
+          break;
+        case ResultKind.Length:
+          this.#value = length as T;
+          break;
+        default:
+          break;
+      }
+      this.#finish();
+      this.#resolve?.(this.#value as T);
+    } else {
+      this._fail(errorFromStatus(status, this._what));
+    }
+  }
+
+  /** @internal Fails with a given error (status taken from it when it is a UcxError). */
+  _fail(error: Error): void {
+    if (this.#status !== UCS_INPROGRESS) return;
+    this.#status = (error as Partial<UcxError>).status ?? -16;
+    this.#error = error;
+    this.#finish();
+    this.#reject?.(error);
+  }
+
+  /** @internal Fails with CanceledError, e.g. when its worker or endpoint closes before it completes. */
+  _abandon(reason: string): void {
+    this._fail(new CanceledError(`${this._what}: ${reason}`));
+  }
+
+  #finish(): void {
+    this.#keep = undefined;
+    this._handle = null;
+    this._group?.delete(this);
+    this._group = null;
+    const host = this.#host;
+    this.#host = null;
+    host?._requestSettled(this);
+  }
+}

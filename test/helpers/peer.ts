@@ -1,0 +1,98 @@
+/**
+ * Runs a test peer (a compiled script from build/test/peers) as a separate Node process, talking to it
+ * over the IPC channel for control only: every byte under test moves through UCX.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import * as path from 'node:path';
+
+const PEERS = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'peers');
+
+export interface PeerMessage {
+  type: string;
+  [key: string]: unknown;
+}
+
+export class Peer {
+  readonly child: ChildProcess;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  readonly #inbox: PeerMessage[] = [];
+  readonly #waiters: { type: string; resolve: (m: PeerMessage) => void; reject: (e: Error) => void }[] = [];
+  #stderr = '';
+  #dead = false;
+
+  private constructor(script: string, config: unknown, env: NodeJS.ProcessEnv) {
+    this.child = fork(path.join(PEERS, `${script}.js`), [JSON.stringify(config ?? {})], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
+    });
+    this.child.stderr?.on('data', (chunk: Buffer) => {
+      this.#stderr += chunk.toString();
+    });
+    this.child.on('message', (message: PeerMessage) => {
+      const i = this.#waiters.findIndex((w) => w.type === message.type);
+      if (i >= 0) {
+        const [waiter] = this.#waiters.splice(i, 1);
+        waiter?.resolve(message);
+      } else this.#inbox.push(message);
+    });
+    this.exited = new Promise((resolve) => {
+      this.child.on('exit', (code, signal) => {
+        this.#dead = true;
+        for (const w of this.#waiters.splice(0)) {
+          w.reject(new Error(`peer ${script} exited (code ${code}, signal ${signal}) while we waited for ` +
+            `'${w.type}'; stderr:\n${this.#stderr}`));
+        }
+        resolve({ code, signal });
+      });
+    });
+  }
+
+  /** Starts `build/test/peers/<script>.js` with a JSON config as its argument. */
+  static start(script: string, config: unknown = {}, env: NodeJS.ProcessEnv = {}): Peer {
+    return new Peer(script, config, env);
+  }
+
+  /** What the peer wrote to stderr so far. */
+  get stderr(): string {
+    return this.#stderr;
+  }
+
+  send(message: PeerMessage): void {
+    this.child.send(message);
+  }
+
+  /** The next message of `type` (messages of other types wait in the inbox). */
+  next(type: string, timeoutMs = 30_000): Promise<PeerMessage> {
+    const i = this.#inbox.findIndex((m) => m.type === type);
+    if (i >= 0) return Promise.resolve(this.#inbox.splice(i, 1)[0] as PeerMessage);
+    if (this.#dead) return Promise.reject(new Error(`peer is dead; stderr:\n${this.#stderr}`));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for '${type}' from the peer; stderr:\n${this.#stderr}`));
+      }, timeoutMs);
+      this.#waiters.push({
+        type,
+        resolve: (m) => { clearTimeout(timer); resolve(m); },
+        reject: (e) => { clearTimeout(timer); reject(e); },
+      });
+    });
+  }
+
+  /** Sends a command and waits for the reply of type `replyType`. */
+  async call(message: PeerMessage, replyType: string, timeoutMs?: number): Promise<PeerMessage> {
+    const reply = this.next(replyType, timeoutMs);
+    this.send(message);
+    return reply;
+  }
+
+  /** Asks the peer to exit and waits; kills it if it does not within the timeout. */
+  async stop(timeoutMs = 10_000): Promise<number | null> {
+    if (this.#dead) return (await this.exited).code;
+    this.send({ type: 'exit' });
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), timeoutMs);
+    const { code } = await this.exited;
+    clearTimeout(timer);
+    return code;
+  }
+}
