@@ -15,6 +15,7 @@ import { ClosedError, ConfigError, check } from './errors.js';
 import { Worker, type WorkerOptions } from './worker.js';
 import { MemoryHandle, type MemoryHandleOptions } from './memory-handle.js';
 import { parsePackedRkey } from './internal/packed-rkey.js';
+import { parseMdComponents } from './internal/shm-rkey-check.js';
 import type { BufferSource } from './internal/bytes.js';
 
 /** UCP features a context can enable. */
@@ -56,6 +57,7 @@ export class Context {
   #pendingUnmaps = 0;
   #closing: Promise<void> | undefined;
   #rkeyReference: Map<number, number> | undefined;
+  #mdComponents: Map<number, string> | undefined;
   /** Transport-level options given in `config` (ucp_config_print shows only UCP's own). */
   readonly #transportConfig: Record<string, string> = {};
 
@@ -229,6 +231,15 @@ export class Context {
     this.#pendingUnmaps--;
     if (this.#handle !== null) ucx().ucp_mem_unmap(this.#handle, memh);
     this.#cleanupIfDone();
+  }
+
+  /** @internal This context's md index -> transport component name (from ucp_context_print_info). */
+  _mdComponents(): Map<number, string> {
+    if (this.#mdComponents === undefined) {
+      const handle = this._liveHandle();
+      this.#mdComponents = parseMdComponents(captureStream((stream) => ucx().ucp_context_print_info(handle, stream)));
+    }
+    return this.#mdComponents;
   }
 
   /**

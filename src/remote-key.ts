@@ -23,6 +23,7 @@ import {
   decodeSerializedRemoteKey, encodeSerializedRemoteKey, type RemoteKeyAccess,
 } from './internal/serialized-remote-key.js';
 import { checkPackedRkeyAgainstReference } from './internal/packed-rkey.js';
+import { checkSharedMemoryRecords } from './internal/shm-rkey-check.js';
 import type { Endpoint } from './endpoint.js';
 import type { MemoryHandle } from './memory-handle.js';
 
@@ -64,7 +65,11 @@ export class RemoteKey {
     const bytes = asBytes(serialized, 'serialized remote key');
     endpoint._live('createRemoteKeyFromSerialized');
     const decoded = decodeSerializedRemoteKey(bytes);
-    checkPackedRkeyAgainstReference(decoded.packedRkeyInfo, endpoint.worker.context._packedRkeyReference());
+    const context = endpoint.worker.context;
+    checkPackedRkeyAgainstReference(decoded.packedRkeyInfo, context._packedRkeyReference());
+    checkSharedMemoryRecords(
+      decoded.packedRkey, decoded.packedRkeyInfo, context._mdComponents(), decoded.baseAddress, decoded.size,
+    );
     const rkey = endpoint._unpack(decoded.packedRkey);
     const key = new RemoteKey(
       decoded.packedRkey, decoded.baseAddress, decoded.size, decoded.access, decoded.hasAccessTrailer,

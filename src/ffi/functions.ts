@@ -67,6 +67,10 @@ export interface UcxFunctions {
   /** The address of libucs's `ucs_config_global_list` (every registered configuration table). */
   ucs_config_global_list: bigint;
 
+  ucp_context_print_info(context: Ptr, stream: Ptr): void;
+
+  shmat(shmid: number, address: Ptr, flags: number): Ptr;
+  shmdt(address: Ptr): number;
   open_memstream(bufferOut: Buffer, sizeOut: Buffer): Ptr;
   fclose(stream: Ptr): number;
   free(pointer: Ptr): void;
@@ -100,6 +104,7 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'void ucp_config_print(void *config, void *stream, const char *title, uint32_t print_flags)',
     'int8_t ucp_init_version(uint32_t api_major, uint32_t api_minor, void *params, void *config, void *context_p)',
     'void ucp_cleanup(void *context)',
+    'void ucp_context_print_info(void *context, void *stream)',
     'int8_t ucp_worker_create(void *context, void *params, void *worker_p)',
     'void ucp_worker_destroy(void *worker)',
     'int8_t ucp_worker_query(void *worker, void *attr)',
@@ -136,6 +141,8 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
   ],
   libc: [
     'void *open_memstream(void *ptr, void *sizeloc)',
+    'void *shmat(int shmid, void *shmaddr, int shmflg)',
+    'int shmdt(void *shmaddr)',
     'int fclose(void *stream)',
     'void free(void *ptr)',
   ],

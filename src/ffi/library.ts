@@ -1,8 +1,9 @@
 /**
  * Finds and loads libucp and libucs. Nothing outside src/ffi loads a library.
  *
- * Search order: `UCXX_TS_UCX_LIBDIR` (a directory holding libucp.so.0 and libucs.so.0), then the dynamic
- * linker's own search path (LD_LIBRARY_PATH, ld.so.cache), which is where Debian's `libucx0` puts them.
+ * Where: the directory named by `UCXX_TS_UCX_LIBDIR` when it is set (and only there: an explicit choice
+ * must not silently fall back to another UCX), else the dynamic linker's own search path
+ * (LD_LIBRARY_PATH, ld.so.cache), which is where Debian's `libucx0` puts them.
  */
 import koffi from 'koffi';
 import * as path from 'node:path';
@@ -26,10 +27,8 @@ export class UcxLibraryNotFoundError extends Error {
 
 function candidates(soname: string): string[] {
   const dir = process.env['UCXX_TS_UCX_LIBDIR'];
-  const list: string[] = [];
-  if (dir !== undefined && dir !== '') list.push(path.join(dir, soname));
-  list.push(soname);
-  return list;
+  if (dir !== undefined && dir !== '') return [path.join(dir, soname)];
+  return [soname];
 }
 
 function loadOne(soname: string): LibraryHandle {

@@ -13,6 +13,8 @@ interface Config {
 }
 
 const config = JSON.parse(process.argv[2] ?? '{}') as Config;
+// Never outlive the test that started us (it may have crashed).
+process.on('disconnect', () => process.exit(3));
 const send = (message: object): void => {
   process.send?.(message);
 };

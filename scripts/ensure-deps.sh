@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Installs what ucxx-ts needs on a Debian 12 machine, only where it is missing (idempotent):
+#   - Node.js >= 20 must already be there (checked, not installed);
+#   - apt: libucx0 (libucp), libucx-dev + gcc + libc6-dev (the tests compile C probes and peers),
+#     ucx-utils (ucx_info);
+#   - npm ci when node_modules does not match package-lock.json.
+# Runs as root, or through sudo when not root.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+log() { echo "[ensure-deps] $*"; }
+die() { echo "[ensure-deps] ERROR: $*" >&2; exit 1; }
+
+# ---- Node.js ------------------------------------------------------------------------------------------
+command -v node >/dev/null 2>&1 || die "Node.js is not installed; ucxx-ts needs Node >= 20 (https://nodejs.org/)"
+node_major="$(node -p 'process.versions.node.split(".")[0]')"
+[[ "$node_major" =~ ^[0-9]+$ && "$node_major" -ge 20 ]] \
+  || die "Node.js $(node --version) is too old; ucxx-ts needs Node >= 20"
+command -v npm >/dev/null 2>&1 || die "npm is not installed (it comes with Node.js >= 20)"
+log "node $(node --version), npm $(npm --version)"
+
+# ---- apt packages -------------------------------------------------------------------------------------
+missing=()
+pkg_installed() { dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'; }
+if command -v dpkg >/dev/null 2>&1; then
+  for pkg in libucx0 libucx-dev ucx-utils libc6-dev; do
+    pkg_installed "$pkg" || missing+=("$pkg")
+  done
+  command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+else
+  # Not Debian: accept a UCX installed some other way, else explain.
+  command -v ucx_info >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1 \
+    || die "no dpkg here: install UCX (libucp, headers, ucx_info) and gcc yourself"
+fi
+
+if [[ ${#missing[@]} -gt 0 ]]; then
+  SUDO=()
+  if [[ "$(id -u)" -ne 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || die "missing packages (${missing[*]}) and not root, and no sudo: install them as root"
+    SUDO=(sudo)
+  fi
+  command -v apt-get >/dev/null 2>&1 || die "missing packages (${missing[*]}) and no apt-get"
+  log "installing apt packages: ${missing[*]}"
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  log "apt packages installed"
+else
+  log "apt packages present (libucx0 libucx-dev ucx-utils gcc libc6-dev)"
+fi
+
+# ---- node_modules -------------------------------------------------------------------------------------
+# The stamp holds the hash of the package-lock.json that node_modules was installed from.
+[[ -f package-lock.json ]] || die "package-lock.json is missing in $ROOT"
+STAMP=node_modules/.ucxx-ts-stamp
+lock_hash="$(sha256sum package-lock.json | cut -d' ' -f1)"
+
+# True when node_modules already holds every non-optional package of package-lock.json at its version
+# (npm's own record, node_modules/.package-lock.json): adopts an install made without this script.
+node_modules_match_lock() {
+  node -e '
+    const fs = require("fs");
+    const want = JSON.parse(fs.readFileSync("package-lock.json", "utf8")).packages || {};
+    const have = JSON.parse(fs.readFileSync("node_modules/.package-lock.json", "utf8")).packages || {};
+    for (const [path, entry] of Object.entries(want)) {
+      if (path === "" || entry.optional) continue;
+      if (!have[path] || have[path].version !== entry.version || !fs.existsSync(path)) process.exit(1);
+    }
+  ' 2>/dev/null
+}
+
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$lock_hash" ]]; then
+  log "node_modules up to date"
+elif [[ -d node_modules ]] && node_modules_match_lock; then
+  echo "$lock_hash" > "$STAMP"
+  log "node_modules matches package-lock.json"
+else
+  log "running npm ci"
+  npm ci --no-audit --no-fund
+  echo "$lock_hash" > "$STAMP"
+  log "node_modules installed"
+fi
