@@ -23,6 +23,8 @@ const UCS_ERR_BUSY = -15;
 const MAX_PROGRESS_PER_DRAIN = 1024;
 /** A safety net in 'event' mode while operations are in flight: re-drain if no wake-up came for this long. */
 const EVENT_WATCHDOG_MS = 100;
+/** Progress/arm rounds per wake-up before the rest waits for the next event-loop iteration. */
+const MAX_ARM_ROUNDS = 8;
 
 export class ProgressEngine {
   readonly mode: ProgressMode;
@@ -138,16 +140,25 @@ export class ProgressEngine {
     if (this.mode === 'polling' && this.#busyInflight()) this.kick();
   }
 
-  /** The arm protocol: progress until idle, then arm; UCS_ERR_BUSY means events arrived meanwhile. */
+  /**
+   * The arm protocol: progress until idle, then arm; UCS_ERR_BUSY means events arrived meanwhile.
+   * Bounded: a transport can stay "busy" until work that runs on the event loop happens (for example
+   * the deferred close of an endpoint whose peer died keeps its socket readable), so after a few rounds
+   * the retry moves to the next loop iteration instead of spinning here.
+   */
   #drainAndArm(): void {
     if (this.#closed || this.#poll === undefined) return;
     const arm = ucx().ucp_worker_arm;
-    for (;;) {
+    for (let round = 0; round < MAX_ARM_ROUNDS; round++) {
       this.progress();
       if (this.#closed) return;
       const status = arm(this.#worker);
       if (status === UCS_OK) return;
       if (status !== UCS_ERR_BUSY) throw errorFromStatus(status, 'ucp_worker_arm');
+    }
+    if (!this.#kickScheduled) {
+      this.#kickScheduled = true;
+      setImmediate(this.#onKick);
     }
   }
 

@@ -1,0 +1,82 @@
+/**
+ * Failures are reported, never hangs: a peer killed in the middle of a transfer, a refused connection.
+ */
+import { test } from 'node:test';
+import { strict as assert } from 'node:assert';
+import { Context, ClosedError, UcxError, CanceledError, createRemoteKeyFromSerialized } from 'ucxx-ts';
+import { Peer } from './helpers/peer.js';
+
+const MiB = 1 << 20;
+
+function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: nothing after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+test('a peer killed in the middle of a transfer makes the waiting requests reject with a UcxError', async () => {
+  const peer = Peer.start('rma-target', { kind: 'registered', size: 64 * MiB });
+  const ready = await peer.next('ready');
+  await using context = new Context();
+  const worker = context.createWorker();
+  const endpoint = await worker.connect('127.0.0.1', ready['port'] as number);
+  const buffer = new Uint8Array(512);
+  const info = await endpoint.tagRecv(buffer, 1n);
+  const key = createRemoteKeyFromSerialized(endpoint, buffer.subarray(0, info.length));
+  const closed = new Promise<void>((resolve) => endpoint.once('close', resolve));
+  const errors: unknown[] = [];
+  endpoint.on('error', (err) => errors.push(err));
+  const pendingReceive = endpoint.tagRecv(new Uint8Array(8), 99n);
+
+  const data = new Uint8Array(8 * MiB).fill(0xab);
+  let failure: unknown;
+  const killAt = Date.now() + 300;
+  let killed = false;
+  // Keep transfers in flight until the peer's death surfaces as an error.
+  const deadline = Date.now() + 20_000;
+  while (failure === undefined && Date.now() < deadline) {
+    if (!killed && Date.now() >= killAt) {
+      peer.child.kill('SIGKILL');
+      killed = true;
+    }
+    try {
+      const puts = [];
+      for (let i = 0; i < 8; i++) puts.push(endpoint.memPut(data, key, i * 8 * MiB));
+      await within(15_000, Promise.all([...puts, endpoint.flush()]), 'puts and flush');
+    } catch (err) {
+      failure = err;
+    }
+  }
+  assert.ok(killed, 'the transfers ended before the peer could be killed');
+  assert.ok(
+    failure instanceof UcxError || failure instanceof ClosedError,
+    `expected a UcxError (or ClosedError once the endpoint closed), got ${String(failure)}`,
+  );
+  await within(10_000, closed, "the endpoint's 'close' event");
+  assert.ok(endpoint.failure instanceof UcxError, 'endpoint.failure holds the peer error');
+  assert.deepEqual(errors, [endpoint.failure], "one 'error' event with the failure");
+  await assert.rejects(within(5_000, Promise.resolve(pendingReceive), 'pending receive'), CanceledError);
+  assert.throws(() => endpoint.memPut(data, key), ClosedError);
+  const exit = await peer.exited;
+  assert.equal(exit.signal, 'SIGKILL');
+});
+
+test('connecting to a port nobody listens on rejects with a UcxError', async () => {
+  await using context = new Context();
+  const worker = context.createWorker();
+  const listener = worker.listen({ host: '127.0.0.1', port: 0 });
+  const port = listener.port;
+  listener.close();
+  const started = Date.now();
+  await assert.rejects(within(20_000, worker.connect('127.0.0.1', port), 'connect'), UcxError);
+  assert.ok(Date.now() - started < 20_000);
+});
+
+test('listening twice on one port is a UcxError', async () => {
+  await using context = new Context();
+  const worker = context.createWorker();
+  using listener = worker.listen({ host: '127.0.0.1', port: 0 });
+  assert.throws(() => worker.listen({ host: '127.0.0.1', port: listener.port }), UcxError);
+});

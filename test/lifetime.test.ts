@@ -1,0 +1,220 @@
+/**
+ * Lifetimes: close() everywhere, idempotent, parents close children, use after close is ClosedError,
+ * cancellation, forgotten objects, views after close, idle CPU, loading errors, configuration.
+ */
+import { describe, test } from 'node:test';
+import { strict as assert } from 'node:assert';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import * as path from 'node:path';
+import {
+  CanceledError, ClosedError, ConfigError, Context, MessageTruncatedError, getUcxVersion,
+} from 'ucxx-ts';
+
+const PEERS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'peers');
+
+describe('close', () => {
+  test('closing the context closes everything it owns, and every close is idempotent', async () => {
+    const context = new Context();
+    const worker = context.createWorker();
+    const listener = worker.listen({ host: '127.0.0.1', port: 0 });
+    const endpoint = await worker.connect('127.0.0.1', listener.port);
+    const region = context.createMemoryHandle(4096);
+    await context.close();
+    assert.equal(context.closed, true);
+    assert.equal(worker.closed, true);
+    assert.equal(listener.closed, true);
+    assert.equal(endpoint.closed, true);
+    assert.equal(region.closed, true);
+    await context.close();
+    await worker.close();
+    await endpoint.close();
+    listener.close();
+    region.close();
+  });
+
+  test('using a closed object is a ClosedError', async () => {
+    const context = new Context();
+    const worker = context.createWorker();
+    const listener = worker.listen({ host: '127.0.0.1', port: 0 });
+    const endpoint = await worker.connect('127.0.0.1', listener.port);
+    const region = context.createMemoryHandle(4096);
+    const key = region.createRemoteKey();
+    await endpoint.close();
+    assert.throws(() => endpoint.tagSend(new Uint8Array(1), 1n), ClosedError);
+    assert.throws(() => endpoint.memGet(new Uint8Array(1), 1n, 1n), ClosedError);
+    assert.throws(() => endpoint.flush(), ClosedError);
+    listener.close();
+    assert.throws(() => listener.getHandle(), ClosedError);
+    region.close();
+    assert.throws(() => region.view(), ClosedError);
+    assert.throws(() => region.createRemoteKey(), ClosedError);
+    assert.throws(() => region.getHandle(), ClosedError);
+    key.close();
+    assert.throws(() => key.serialize(), ClosedError);
+    await worker.close();
+    assert.throws(() => worker.getAddress(), ClosedError);
+    assert.throws(() => worker.tagRecv(new Uint8Array(1), 1n), ClosedError);
+    assert.throws(() => worker.listen(), ClosedError);
+    assert.throws(() => worker.connectToAddress(new Uint8Array(10)), ClosedError);
+    await assert.rejects(worker.connect('127.0.0.1', 1), ClosedError);
+    await context.close();
+    assert.throws(() => context.createWorker(), ClosedError);
+    assert.throws(() => context.createMemoryHandle(10), ClosedError);
+    assert.throws(() => context.getConfig(), ClosedError);
+  });
+
+  test('Symbol.dispose and Symbol.asyncDispose close', async () => {
+    let region;
+    let worker;
+    {
+      await using context = new Context();
+      worker = context.createWorker();
+      using r = context.createMemoryHandle(4096);
+      region = r;
+    }
+    assert.equal(region.closed, true);
+    assert.equal(worker.closed, true);
+  });
+});
+
+describe('cancellation', () => {
+  test('request.cancel() rejects a pending receive with CanceledError', async () => {
+    await using context = new Context();
+    const worker = context.createWorker();
+    const request = worker.tagRecv(new Uint8Array(16), 77n);
+    assert.equal(request.completed, false);
+    request.cancel();
+    await assert.rejects(Promise.resolve(request), CanceledError);
+    assert.equal(request.status, -16);
+  });
+
+  test('closing the worker rejects what is in flight with CanceledError', async () => {
+    const context = new Context();
+    const worker = context.createWorker();
+    const pending = worker.tagRecv(new Uint8Array(16), 78n);
+    await context.close();
+    await assert.rejects(Promise.resolve(pending), CanceledError);
+  });
+
+  test('a receive buffer that is too small rejects with MessageTruncatedError', async () => {
+    await using context = new Context();
+    const worker = context.createWorker();
+    const endpoint = worker.connectToAddress(worker.getAddress());
+    const receive = worker.tagRecv(new Uint8Array(4), 5n);
+    await endpoint.tagSend(new Uint8Array(64).fill(1), 5n);
+    await assert.rejects(Promise.resolve(receive), MessageTruncatedError);
+  });
+});
+
+describe('process lifetime', () => {
+  test('forgotten objects: an idle process exits by itself, cleanly', () => {
+    const result = spawnSync(process.execPath, [path.join(PEERS, 'forgotten.js'), '{"mode":"natural"}'], {
+      encoding: 'utf8', timeout: 30_000,
+    });
+    assert.equal(result.signal, null, `killed by ${result.signal}: ${result.stderr}`);
+    assert.equal(result.status, 0, result.stderr);
+    assert.match(result.stdout, /forgotten: done/);
+  });
+
+  test('forgotten objects: process.exit() with a listener and a receive in flight is clean', () => {
+    const result = spawnSync(process.execPath, [path.join(PEERS, 'forgotten.js'), '{"mode":"exit"}'], {
+      encoding: 'utf8', timeout: 30_000,
+    });
+    assert.equal(result.signal, null, `killed by ${result.signal}: ${result.stderr}`);
+    assert.equal(result.status, 0, result.stderr);
+  });
+
+  test('a view of UCX-allocated memory is safe to touch after close', () => {
+    const result = spawnSync(process.execPath, ['--expose-gc', path.join(PEERS, 'view-after-close.js')], {
+      encoding: 'utf8', timeout: 30_000,
+    });
+    assert.equal(result.signal, null, `killed by ${result.signal}: ${result.stderr}`);
+    assert.equal(result.status, 0, result.stderr);
+    assert.match(result.stdout, /view-after-close: ok 14336/);
+  });
+
+  test("an idle 'event' worker uses no measurable CPU; a 'polling' one with work in flight does", async () => {
+    const cpuOver = async (ms: number): Promise<number> => {
+      const start = process.cpuUsage();
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      const used = process.cpuUsage(start);
+      return (used.user + used.system) / 1000;
+    };
+    {
+      await using context = new Context();
+      const worker = context.createWorker({ progressMode: 'event' });
+      using listener = worker.listen({ host: '127.0.0.1', port: 0 });
+      const endpoint = await worker.connect('127.0.0.1', listener.port);
+      const pending = worker.tagRecv(new Uint8Array(8), 5n); // in flight, nothing arrives
+      const idle = await cpuOver(1000);
+      assert.ok(idle < 50, `idle event worker used ${idle} ms of CPU in 1 s`);
+      pending.cancel();
+      await pending.catch(() => undefined);
+      await endpoint.close();
+    }
+    {
+      await using context = new Context();
+      const worker = context.createWorker({ progressMode: 'polling' });
+      const pending = worker.tagRecv(new Uint8Array(8), 5n);
+      const busy = await cpuOver(500);
+      assert.ok(busy > 200, `a polling worker with a receive in flight used only ${busy} ms in 0.5 s`);
+      pending.cancel();
+      await pending.catch(() => undefined);
+    }
+  });
+});
+
+describe('loading and configuration', () => {
+  test('a missing libucp is UcxLibraryNotFoundError saying what to install', () => {
+    const script = "import('ucxx-ts').then((m) => { try { new m.Context(); } catch (e) { " +
+      'console.log(JSON.stringify({ name: e.name, code: e.code, message: e.message })); } })';
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8', env: { ...process.env, UCXX_TS_UCX_LIBDIR: '/nonexistent-ucx' }, cwd: path.join(PEERS, '..'),
+    });
+    const error = JSON.parse(out) as { name: string; code: string; message: string };
+    assert.equal(error.name, 'UcxLibraryNotFoundError');
+    assert.equal(error.code, 'UCXX_ERR_LIBRARY_NOT_FOUND');
+    assert.match(error.message, /apt-get install libucx0/);
+  });
+
+  test('an unknown UCX option is a ConfigError; known ones are applied and reported', async () => {
+    assert.throws(() => new Context({ config: { NO_SUCH_OPTION: 'x' } }), (err: unknown) => {
+      assert.ok(err instanceof ConfigError);
+      assert.equal(err.option, 'NO_SUCH_OPTION');
+      assert.equal(err.code, 'UCS_ERR_NO_ELEM');
+      return true;
+    });
+    assert.throws(() => new Context({ config: { TLS: 42, RNDV_THRESH: 'not-a-size' } }), ConfigError);
+    await using context = new Context({ config: { UCX_TLS: 'tcp,self', TCP_KEEPINTVL: '2s' } });
+    const config = context.getConfig();
+    assert.equal(config['TLS'], 'tcp,self');
+    assert.equal(config['TCP_KEEPINTVL'], '2s');
+    assert.ok(Object.keys(config).length > 30);
+  });
+
+  test('bad options are TypeErrors/RangeErrors', () => {
+    assert.throws(() => new Context({ features: [] }), TypeError);
+    assert.throws(() => new Context({ features: ['teleport' as never] }), TypeError);
+    const context = new Context();
+    assert.throws(() => context.createWorker({ progressMode: 'sometimes' as never }), TypeError);
+    assert.throws(() => context.createMemoryHandle(0), RangeError);
+    assert.throws(() => context.createMemoryHandle(100, new Uint8Array(10)), RangeError);
+    assert.throws(() => context.createMemoryHandle(10, 'abc' as never), TypeError);
+    assert.throws(() => context.createMemoryHandle(10, undefined, { access: 'all' as never }), TypeError);
+    assert.throws(() => context.createWorker().listen({ port: 70000 }), RangeError);
+    void context.close();
+  });
+
+  test('the loaded UCX is 1.13 or newer', () => {
+    const [major, minor] = getUcxVersion();
+    assert.ok(major > 1 || (major === 1 && minor >= 13), `UCX ${major}.${minor}`);
+  });
+
+  test("'event' needs the wakeup feature; 'manual' works without it", async () => {
+    await using context = new Context({ features: ['tag', 'rma'] });
+    assert.throws(() => context.createWorker(), TypeError);
+    const worker = context.createWorker({ progressMode: 'manual' });
+    assert.ok(worker.getAddress().length > 0);
+  });
+});

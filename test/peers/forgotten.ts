@@ -1,0 +1,27 @@
+/**
+ * Test peer: creates every kind of UCX object, uses them, and forgets them (never closes anything).
+ * With mode 'natural' the process must exit by itself (an idle worker keeps nothing alive); with
+ * 'exit' it calls process.exit() while a listener is open and a receive is in flight. Either way the
+ * exit must be clean: no crash in UCX at exit.
+ */
+import { Context, createRemoteKeyFromSerialized } from 'ucxx-ts';
+
+const mode = (JSON.parse(process.argv[2] ?? '{}') as { mode?: string }).mode ?? 'natural';
+const context = new Context();
+const worker = context.createWorker();
+const region = context.createMemoryHandle(1 << 16);
+region.view().fill(5);
+const registered = context.createMemoryHandle(4096, new Uint8Array(4096));
+const endpoint = worker.connectToAddress(worker.getAddress());
+await endpoint.flush();
+const key = createRemoteKeyFromSerialized(endpoint, region.createRemoteKey().serialize());
+await endpoint.memPut(new Uint8Array([1, 2, 3]), key, 0);
+await endpoint.flush();
+if (region.view()[2] !== 3) process.exit(2);
+void registered;
+if (mode === 'exit') {
+  worker.listen({ host: '127.0.0.1', port: 0 });
+  void worker.tagRecv(new Uint8Array(8), 12345n);
+  setTimeout(() => process.exit(0), 50);
+}
+console.log('forgotten: done');
