@@ -77,7 +77,6 @@ export class Context {
       bits |= b;
     }
     this.#features = Object.freeze([...features]);
-    enableSharedMemoryWithErrorHandling();
     const api = ucx();
     const configOut = new OutCell();
     check(api.ucp_config_read(null, null, configOut.reset()), 'ucp_config_read');
@@ -296,19 +295,4 @@ function knownOptions(): Set<string> {
     knownOptionNames = new Set(Object.keys(parseConfigLines(text)));
   }
   return knownOptionNames;
-}
-
-/**
- * Endpoints have peer error handling on by default, and UCX 1.13 then leaves shared memory out unless
- * UCX_MM_ERROR_HANDLING=y: everything, RMA to UCX-allocated memory included, would go over TCP (about
- * 100x slower on one host). This is a transport option that only the environment reaches (it is not
- * honoured through ucp_config_modify), so it is set in this process's environment unless the user set
- * any of the variables that decide it. Peers must set it too to share memory with us.
- */
-function enableSharedMemoryWithErrorHandling(): void {
-  const env = process.env;
-  if (env['UCX_MM_ERROR_HANDLING'] === undefined && env['UCX_SYSV_ERROR_HANDLING'] === undefined &&
-      env['UCX_POSIX_ERROR_HANDLING'] === undefined) {
-    env['UCX_MM_ERROR_HANDLING'] = 'y';
-  }
 }

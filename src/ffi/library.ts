@@ -50,8 +50,38 @@ export interface UcxLibraries {
   readonly libc: LibraryHandle;
 }
 
+/**
+ * UCX settings that a Node.js process needs, applied to this process's environment before UCX is loaded
+ * (some are read by library constructors). Each is only a default: a variable the user set wins.
+ *
+ * - UCX's memory hooks (UCM) patch mmap/munmap/brk in libc at run time ("bistro") and replace malloc.
+ *   V8's helper threads call mmap concurrently, and with the hooks on about 1 process start in 100 on a
+ *   busy 2-core machine crashed inside V8's page allocator (0 in 300 without them). The hooks only serve
+ *   UCX's registration cache for RDMA/GPU memory; without them UCX registers directly.
+ * - Endpoints use peer error handling by default, and UCX 1.13 then leaves shared memory out unless
+ *   UCX_MM_ERROR_HANDLING=y: RMA on one host would fall back to TCP (put+flush 135 us instead of 8 us).
+ *   This transport option is not honoured through ucp_config_modify, only through the environment.
+ */
+export const UCX_ENVIRONMENT_DEFAULTS: Readonly<Record<string, string>> = {
+  UCX_MEM_MMAP_HOOK_MODE: 'none',
+  UCX_MEM_MALLOC_HOOKS: 'n',
+  UCX_MEM_EVENTS: 'n',
+};
+
+function applyEnvironmentDefaults(): void {
+  const env = process.env;
+  for (const [name, value] of Object.entries(UCX_ENVIRONMENT_DEFAULTS)) {
+    if (env[name] === undefined) env[name] = value;
+  }
+  if (env['UCX_MM_ERROR_HANDLING'] === undefined && env['UCX_SYSV_ERROR_HANDLING'] === undefined &&
+      env['UCX_POSIX_ERROR_HANDLING'] === undefined) {
+    env['UCX_MM_ERROR_HANDLING'] = 'y';
+  }
+}
+
 /** Loads libucs, then libucp (which depends on it), then libc for memstream-based config printing. */
 export function loadLibraries(): UcxLibraries {
+  applyEnvironmentDefaults();
   const ucs = loadOne('libucs.so.0');
   const ucp = loadOne('libucp.so.0');
   const libc = koffi.load('libc.so.6');
