@@ -15,13 +15,42 @@
  * ```
  */
 import { EventEmitter } from 'node:events';
-import { CONSTANTS, OutCell, StructBuffer, layouts, registerCallback, ucx, statusOfPtr } from './ffi/index.js';
+import {
+  CONSTANTS, OutCell, StructBuffer, addressOf, layouts, registerCallback, ucpVersion, ucx, statusOfPtr,
+} from './ffi/index.js';
 import { ClosedError, UcxError, check, errorFromStatus } from './errors.js';
 import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
 import { byteLengthOf, toTag, toU64, type BufferSource } from './internal/bytes.js';
+import { buildIov } from './internal/iov.js';
+import { post } from './internal/completions.js';
+import { AM_ID_MAX } from './active-message.js';
+import type { ReceiveOptions } from './worker.js';
 import { RemoteKey } from './remote-key.js';
 import type { Worker } from './worker.js';
+
+export interface StreamRecvOptions extends ReceiveOptions {
+  /** Complete only when the buffer is full. Default false: complete with whatever arrived. */
+  waitAll?: boolean;
+}
+
+export interface AmSendOptions {
+  /** 'eager', 'rendezvous', or 'auto' (default: UCX decides by size). */
+  protocol?: 'auto' | 'eager' | 'rendezvous';
+  /** Let the receiver answer on `msg.replyEndpoint`. */
+  reply?: boolean;
+}
+
+export type AtomicOp = 'add' | 'and' | 'or' | 'xor' | 'swap' | 'cswap';
+
+export interface AtomicOptions {
+  /** Operand width; default 64 for a bigint value, 32 for a number. */
+  width?: 32 | 64;
+  /** Resolve with the previous value (always on for 'swap' and 'cswap'). */
+  fetch?: boolean;
+  /** For 'cswap': the value the word must have for `value` to be stored. */
+  compare?: number | bigint;
+}
 
 export interface EndpointOptions {
   /**
@@ -36,6 +65,44 @@ export interface EndpointOptions {
 const K = CONSTANTS;
 const REQ = layouts.ucp_request_param_t.offsets;
 const FULL_MASK = (1n << 64n) - 1n;
+
+const ATOMIC_OPS: Record<AtomicOp, number> = {
+  add: Number(K.UCP_ATOMIC_OP_ADD),
+  and: Number(K.UCP_ATOMIC_OP_AND),
+  or: Number(K.UCP_ATOMIC_OP_OR),
+  xor: Number(K.UCP_ATOMIC_OP_XOR),
+  swap: Number(K.UCP_ATOMIC_OP_SWAP),
+  cswap: Number(K.UCP_ATOMIC_OP_CSWAP),
+};
+/** ucp_dt_make_contig(4) and (8): the operand width of an atomic. */
+const DATATYPE_U32 = (4n << 3n) | 0n;
+const DATATYPE_U64 = (8n << 3n) | 0n;
+const ATOMIC_POST_MASK = Number(K.UCP_OP_ATTR_FIELD_CALLBACK | K.UCP_OP_ATTR_FIELD_USER_DATA | K.UCP_OP_ATTR_FIELD_DATATYPE);
+const ATOMIC_FETCH_MASK = ATOMIC_POST_MASK | Number(K.UCP_OP_ATTR_FIELD_REPLY_BUFFER);
+
+/** A value as an unsigned word of `width` bits (negative numbers wrap, as in C). */
+function toWord(value: number | bigint, width: 32 | 64, what: string): bigint {
+  if (typeof value === 'number') {
+    if (!Number.isSafeInteger(value)) throw new RangeError(`${what} must be an integer, got ${value}`);
+    value = BigInt(value);
+  } else if (typeof value !== 'bigint') {
+    throw new TypeError(`${what} must be a number or a bigint`);
+  }
+  const min = -(1n << BigInt(width - 1));
+  const max = (1n << BigInt(width)) - 1n;
+  if (value < min || value > max) throw new RangeError(`${what} ${value} does not fit in ${width} bits`);
+  return BigInt.asUintN(width, value);
+}
+
+/** UCX 1.13 computes fetching and/or/xor wrongly over shared memory (see #fetchBitwiseByCompareAndSwap). */
+let fetchBitwiseBroken: boolean | undefined;
+function isFetchBitwiseBroken(): boolean {
+  if (fetchBitwiseBroken === undefined) {
+    const [major, minor] = ucpVersion();
+    fetchBitwiseBroken = major === 1 && minor <= 13;
+  }
+  return fetchBitwiseBroken;
+}
 
 const endpoints = new SlotTable<Endpoint>();
 let errorCallback: bigint | undefined;
@@ -108,7 +175,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       throw errorFromStatus(status, `ucp_ep_create (${peer})`);
     }
     this.#handle = out.ptr();
-    worker._endpointOpened(this);
+    worker._endpointOpened(this, this.#handle as bigint);
   }
 
   /** The worker this endpoint belongs to. */
@@ -204,30 +271,275 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /**
    * Sends a tag message: plain `ucp_tag_send_nbx`, no framing, so any UCP peer receives exactly these
-   * bytes. Completes when the buffer may be reused.
+   * bytes. A list of buffers is sent as one message (UCX iov). Completes when the buffers may be reused.
    *
    * ```ts
    * await ep.tagSend(Buffer.from('hi'), 7n);
+   * await ep.tagSend([header, body], 8n);
    * ```
    */
-  tagSend(buffer: BufferSource, tag: bigint | number): Request<void> {
-    const ep = this._live('tagSend');
-    const length = byteLengthOf(buffer, 'tagSend buffer');
+  tagSend(buffer: BufferSource | readonly BufferSource[], tag: bigint | number): Request<void> {
+    return this.#tagSend(buffer, tag, false);
+  }
+
+  /**
+   * Like `tagSend`, but completes only once the receiver has matched the message with a receive
+   * (`ucp_tag_send_sync_nbx`).
+   */
+  tagSendSync(buffer: BufferSource | readonly BufferSource[], tag: bigint | number): Request<void> {
+    return this.#tagSend(buffer, tag, true);
+  }
+
+  #tagSend(buffer: BufferSource | readonly BufferSource[], tag: bigint | number, sync: boolean): Request<void> {
+    const what = sync ? 'tagSendSync' : 'tagSend';
+    const ep = this._live(what);
     const t = toTag(tag, 'tag');
     const worker = this.#worker;
-    const request = worker._newRequest<void>(ResultKind.Void, 'tagSend', buffer);
-    const param = worker._params.send.buffer;
+    let data: unknown = buffer;
+    let count: number;
+    let param: Buffer;
+    if (Array.isArray(buffer)) {
+      const iov = buildIov(buffer, `${what} buffers`);
+      data = iov.array;
+      count = iov.count;
+      param = worker._params.sendIov.buffer;
+      buffer = iov.parts;
+    } else {
+      count = byteLengthOf(buffer, `${what} buffer`);
+      param = worker._params.send.buffer;
+    }
+    const request = worker._newRequest<void>(ResultKind.Void, what, [buffer, data]);
     param.writeUInt32LE(request._id, REQ.user_data);
-    return worker._track(request, ucx().ucp_tag_send_nbx(ep, buffer, length, t, param));
+    const fn = sync ? ucx().ucp_tag_send_sync_nbx : ucx().ucp_tag_send_nbx;
+    return worker._track(request, fn(ep, data as Buffer, count, t, param));
   }
 
   /**
    * Receives a tag message matching `tag` under `tagMask`. UCP matches tags per worker, not per endpoint
    * (as in ucxx): this is `worker.tagRecv` whose request is also cancelled when this endpoint closes.
    */
-  tagRecv(buffer: BufferSource, tag: bigint | number, tagMask: bigint | number = FULL_MASK): Request<TagRecvInfo> {
+  tagRecv(
+    buffer: BufferSource | readonly BufferSource[], tag: bigint | number, tagMask: bigint | number = FULL_MASK,
+    options: ReceiveOptions = {},
+  ): Request<TagRecvInfo> {
     this._live('tagRecv');
-    return this.#worker._tagRecv(buffer, tag, tagMask, this.#receives);
+    return this.#worker._tagRecv(buffer, tag, tagMask, this.#receives, options.signal);
+  }
+
+  /**
+   * Sends bytes on the endpoint's stream (`ucp_stream_send_nbx`): an ordered byte stream with no
+   * message boundaries, as TCP. Completes when the buffer may be reused.
+   */
+  streamSend(buffer: BufferSource): Request<void> {
+    const ep = this._live('streamSend');
+    const count = byteLengthOf(buffer, 'streamSend buffer');
+    const worker = this.#worker;
+    const request = worker._newRequest<void>(ResultKind.Void, 'streamSend', buffer);
+    const param = worker._params.send.buffer;
+    param.writeUInt32LE(request._id, REQ.user_data);
+    return worker._track(request, ucx().ucp_stream_send_nbx(ep, buffer, count, param));
+  }
+
+  /**
+   * Receives stream bytes into `buffer`; resolves with how many arrived (at least 1). With
+   * `waitAll: true` it completes only when the buffer is full.
+   *
+   * ```ts
+   * const n = await ep.streamRecv(buffer);
+   * ```
+   */
+  streamRecv(buffer: BufferSource, options: StreamRecvOptions = {}): Request<number> {
+    const ep = this._live('streamRecv');
+    const count = byteLengthOf(buffer, 'streamRecv buffer');
+    if (count === 0) throw new RangeError('streamRecv needs a buffer of at least 1 byte');
+    const worker = this.#worker;
+    if (options.signal?.aborted === true) return worker._aborted('streamRecv');
+    const request = worker._newRequest<number>(ResultKind.Length, 'streamRecv', buffer);
+    const params = worker._params;
+    const param = params.streamRecv.buffer;
+    param.writeUInt32LE(request._id, REQ.user_data);
+    param.writeUInt32LE(options.waitAll === true ? Number(K.UCP_STREAM_RECV_FLAG_WAITALL) : 0, REQ.flags);
+    const ptr = post(ucx().ucp_stream_recv_nbx, ep, buffer, count, params.streamLength, param);
+    worker._track(request, ptr, ptr === null ? Number(params.streamLength.readBigUInt64LE(0)) : 0);
+    if (!request.completed) {
+      request._group = this.#receives;
+      this.#receives.add(request);
+      request._bindSignal(options.signal);
+    }
+    return request;
+  }
+
+  /**
+   * The incoming stream as an async iterator of chunks (each a new Uint8Array of up to `chunkSize`
+   * bytes), until the endpoint closes or `signal` aborts.
+   *
+   * ```ts
+   * for await (const chunk of ep.streamChunks()) process(chunk);
+   * ```
+   */
+  async *streamChunks(options: { chunkSize?: number; signal?: AbortSignal } = {}): AsyncGenerator<Uint8Array, void, undefined> {
+    const chunkSize = options.chunkSize ?? 64 * 1024;
+    if (!Number.isSafeInteger(chunkSize) || chunkSize < 1) throw new RangeError(`chunkSize must be >= 1, got ${chunkSize}`);
+    while (!this.closed && options.signal?.aborted !== true) {
+      const chunk = new Uint8Array(chunkSize);
+      let received: number;
+      try {
+        received = await this.streamRecv(chunk, { signal: options.signal });
+      } catch (err) {
+        if (err instanceof ClosedError || (err as UcxError).status === -16 || this.closed) return;
+        throw err;
+      }
+      yield chunk.subarray(0, received);
+    }
+  }
+
+  /**
+   * Sends an active message (`ucp_am_send_nbx`): `id` selects the receiver's handler, `header` (may be
+   * null) travels with the data and is kept alive until completion (UCX 1.13 reads it late).
+   * `protocol` forces 'eager' or 'rendezvous' (default 'auto'); `reply: true` lets the receiver answer
+   * on `msg.replyEndpoint`. With rendezvous the request reports the status the receiver decided.
+   *
+   * ```ts
+   * await ep.amSend(1, Buffer.from('get-key'), null, { reply: true });
+   * ```
+   */
+  amSend(id: number, header: BufferSource | null, data: BufferSource | null, options: AmSendOptions = {}): Request<void> {
+    const ep = this._live('amSend');
+    if (!Number.isInteger(id) || id < 0 || id > AM_ID_MAX) {
+      throw new RangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${String(id)}`);
+    }
+    const headerLength = header === null ? 0 : byteLengthOf(header, 'amSend header');
+    const count = data === null ? 0 : byteLengthOf(data, 'amSend data');
+    let flags = options.reply === true ? Number(K.UCP_AM_SEND_FLAG_REPLY) : 0;
+    switch (options.protocol ?? 'auto') {
+      case 'auto':
+        break;
+      case 'eager':
+        flags |= Number(K.UCP_AM_SEND_FLAG_EAGER);
+        break;
+      case 'rendezvous':
+        flags |= Number(K.UCP_AM_SEND_FLAG_RNDV);
+        break;
+      default:
+        throw new TypeError(`protocol must be 'auto', 'eager' or 'rendezvous', got ${String(options.protocol)}`);
+    }
+    const worker = this.#worker;
+    const request = worker._newRequest<void>(ResultKind.Void, 'amSend', [header, data]);
+    const param = worker._params.amSend.buffer;
+    param.writeUInt32LE(request._id, REQ.user_data);
+    param.writeUInt32LE(flags, REQ.flags);
+    return worker._track(request, ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, param));
+  }
+
+  /**
+   * A remote atomic operation on the 32- or 64-bit word at `offset` in the key's region (beyond ucxx).
+   * `op`: 'add', 'and', 'or', 'xor', 'swap' or 'cswap'. The width is 64 bits for a bigint `value`, 32 for
+   * a number, unless `options.width` says. With `fetch: true` (always for 'swap'/'cswap') it resolves
+   * with the previous value (a bigint for 64 bits, a number for 32). 'cswap' stores `value` when the word
+   * equals `options.compare`. A misaligned offset, or one outside the region, is a RangeError.
+   *
+   * ```ts
+   * const before = await ep.atomic('add', key, 0, 1n, { fetch: true });
+   * ```
+   */
+  atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: AtomicOptions = {}): Request<number | bigint | undefined> {
+    const ep = this._live('atomic');
+    if (!(remoteKey instanceof RemoteKey)) throw new TypeError('atomic: remoteKey must be a RemoteKey');
+    const opcode = ATOMIC_OPS[op];
+    if (opcode === undefined) throw new TypeError(`atomic op must be one of ${Object.keys(ATOMIC_OPS).join(', ')}, got ${String(op)}`);
+    const width = options.width ?? (typeof value === 'bigint' ? 64 : 32);
+    if (width !== 32 && width !== 64) throw new RangeError(`atomic width must be 32 or 64, got ${String(width)}`);
+    const bytes = width / 8;
+    const fetch = op === 'swap' || op === 'cswap' || options.fetch === true;
+    const rkey = remoteKey._handleFor(this, 'write');
+    if (fetch) remoteKey._handleFor(this, 'read');
+    const address = remoteKey._addressOf(toU64(offset, 'offset'), bytes);
+    if (address % BigInt(bytes) !== 0n) {
+      throw new RangeError(`atomic: the ${width}-bit word at offset ${offset} is not ${bytes}-byte aligned`);
+    }
+    const operand = toWord(value, width, 'value');
+    if (fetch && (op === 'and' || op === 'or' || op === 'xor') && isFetchBitwiseBroken()) {
+      return this.#fetchBitwiseByCompareAndSwap(op, remoteKey, offset, operand, width);
+    }
+    const worker = this.#worker;
+    const params = worker._params;
+    if (width === 64) params.atomicOperand.writeBigUInt64LE(operand, 0);
+    else params.atomicOperand.writeUInt32LE(Number(operand), 0);
+    let reply: Uint8Array | null = null;
+    if (fetch) {
+      reply = new Uint8Array(8);
+      if (op === 'cswap') {
+        const compare = options.compare;
+        if (compare === undefined) throw new TypeError("atomic 'cswap' needs options.compare");
+        // UCX: the operand buffer holds the value to compare with; the reply buffer the value to store.
+        const expected = toWord(compare, width, 'compare');
+        const view = new DataView(reply.buffer);
+        if (width === 64) {
+          params.atomicOperand.writeBigUInt64LE(expected, 0);
+          view.setBigUint64(0, operand, true);
+        } else {
+          params.atomicOperand.writeUInt32LE(Number(expected), 0);
+          view.setUint32(0, Number(operand), true);
+        }
+      }
+    }
+    const kind = !fetch ? ResultKind.Void : width === 64 ? ResultKind.Reply64 : ResultKind.Reply32;
+    const request = worker._newRequest<number | bigint | undefined>(kind, `atomic ${op}`, reply);
+    request._reply = reply;
+    const param = params.atomic;
+    param.buffer.writeUInt32LE(request._id, REQ.user_data);
+    param.setU64('datatype', width === 64 ? DATATYPE_U64 : DATATYPE_U32);
+    param.setU32('op_attr_mask', fetch ? ATOMIC_FETCH_MASK : ATOMIC_POST_MASK);
+    param.setPtr('reply_buffer', reply === null ? null : addressOf(reply));
+    return worker._track(request, ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand, 1, address, rkey, param.buffer));
+  }
+
+  /**
+   * Fetching and/or/xor as a compare-and-swap loop. UCX 1.13 computes them with the wrong operand on its
+   * shared-memory transports (the C program in test/c/amo_fetch_bitwise.c shows it: fetch-and of 12
+   * with 10 leaves 12), so ucxx-ts builds them from fetch-add(0) and cswap, which are correct everywhere.
+   */
+  #fetchBitwiseByCompareAndSwap(
+    op: 'and' | 'or' | 'xor', key: RemoteKey, offset: number | bigint, operand: bigint, width: 32 | 64,
+  ): Request<number | bigint | undefined> {
+    const request = new Request<number | bigint | undefined>(
+      null, width === 64 ? ResultKind.Reply64 : ResultKind.Reply32, `atomic ${op}`, null,
+    );
+    const apply = (v: bigint): bigint => BigInt.asUintN(width, op === 'and' ? v & operand : op === 'or' ? v | operand : v ^ operand);
+    const read = (v: number | bigint | undefined): bigint => BigInt(v ?? 0);
+    const word = (v: bigint): number | bigint => (width === 64 ? v : Number(v));
+    void (async () => {
+      let current = read(await this.atomic('add', key, offset, word(0n), { fetch: true, width }));
+      for (;;) {
+        const seen = read(await this.atomic('cswap', key, offset, word(apply(current)), { compare: word(current), width }));
+        if (seen === current) break;
+        current = seen;
+      }
+      const reply = new Uint8Array(8);
+      new DataView(reply.buffer).setBigUint64(0, current, true);
+      request._reply = reply;
+      request._settle(0, 0, 0n);
+    })().catch((err: Error) => request._fail(err));
+    return request;
+  }
+
+  /** Atomically adds `value` and resolves with the previous value. */
+  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: { width?: 32 | 64 } = {}): Request<number | bigint | undefined> {
+    return this.atomic('add', remoteKey, offset, value, { ...options, fetch: true });
+  }
+
+  /** Atomically stores `desired` if the word equals `expected`; resolves with the previous value. */
+  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number | bigint, desired: number | bigint, options: { width?: 32 | 64 } = {}): Request<number | bigint | undefined> {
+    return this.atomic('cswap', remoteKey, offset, desired, { ...options, compare: expected });
+  }
+
+  /**
+   * Orders RMA and atomics: those issued before the fence complete at their targets before those issued
+   * after it. UCP 1.13 fences per worker, so this fences every endpoint of this worker.
+   */
+  fence(): void {
+    this._live('fence');
+    this.#worker.fence();
   }
 
   /**
@@ -273,7 +585,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#handle = null;
     this.#state = 'closed';
     endpoints.delete(this.#id);
-    this.#worker._endpointClosed(this);
+    this.#worker._endpointClosed(this, handle);
     this.emit('close');
   }
 

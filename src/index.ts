@@ -3,9 +3,13 @@
  * Endpoint, MemoryHandle -> RemoteKey, and a Request for every non-blocking operation.
  */
 export { Context, DEFAULT_FEATURES, type ContextOptions, type Feature } from './context.js';
-export { Worker, type WorkerOptions, type ProgressMode } from './worker.js';
+export { Worker, type WorkerOptions, type ProgressMode, type ReceiveOptions, type TagProbeResult } from './worker.js';
 export { Listener, type ListenerOptions } from './listener.js';
-export { Endpoint, type EndpointOptions, type EndpointEvents } from './endpoint.js';
+export {
+  Endpoint, type EndpointOptions, type EndpointEvents, type StreamRecvOptions, type AmSendOptions, type AtomicOp,
+  type AtomicOptions,
+} from './endpoint.js';
+export { AmMessage, AM_ID_MAX, type AmHandler } from './active-message.js';
 export { MemoryHandle, type MemoryHandleOptions, type MemoryAccess } from './memory-handle.js';
 export {
   RemoteKey, createRemoteKeyFromMemoryHandle, createRemoteKeyFromSerialized, type RemoteKeyAccess,

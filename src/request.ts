@@ -27,6 +27,12 @@ export const enum ResultKind {
   Void = 0,
   TagInfo = 1,
   Length = 2,
+  /** The 32-bit value in `_reply` (an atomic's fetched value). */
+  Reply32 = 3,
+  /** The 64-bit value in `_reply`, as a bigint. */
+  Reply64 = 4,
+  /** The bytes received into `_reply` (a Uint8Array), trimmed to the length. */
+  Bytes = 5,
 }
 
 /** The worker-side hooks a Request needs (implemented by Worker). @internal */
@@ -56,6 +62,10 @@ export class Request<T = void> implements PromiseLike<T> {
   _handle: bigint | null = null;
   /** @internal A set that tracks this request until it settles (an endpoint's receives). */
   _group: Set<AnyRequest> | null = null;
+  /** @internal Where the operation's result lands (atomic fetch, received bytes). */
+  _reply: Uint8Array | null = null;
+  /** @internal Detaches this request from an AbortSignal once it settles. */
+  _unbind: (() => void) | null = null;
   /** @internal What the operation is, for error messages. */
   _what: string;
 
@@ -129,6 +139,19 @@ export class Request<T = void> implements PromiseLike<T> {
         case ResultKind.Length:
           this.#value = length as T;
           break;
+        case ResultKind.Reply32: {
+          const reply = this._reply as Uint8Array;
+          this.#value = new DataView(reply.buffer, reply.byteOffset, 4).getUint32(0, true) as T;
+          break;
+        }
+        case ResultKind.Reply64: {
+          const reply = this._reply as Uint8Array;
+          this.#value = new DataView(reply.buffer, reply.byteOffset, 8).getBigUint64(0, true) as T;
+          break;
+        }
+        case ResultKind.Bytes:
+          this.#value = (this._reply as Uint8Array).subarray(0, length) as T;
+          break;
         default:
           break;
       }
@@ -153,8 +176,24 @@ export class Request<T = void> implements PromiseLike<T> {
     this._fail(new CanceledError(`${this._what}: ${reason}`));
   }
 
+  /** @internal Cancels this request when `signal` aborts (rejecting with CanceledError). */
+  _bindSignal(signal: AbortSignal | undefined): void {
+    if (signal === undefined || this.completed) return;
+    const onAbort = (): void => {
+      if (this._handle !== null) this.cancel();
+      else this._abandon('aborted');
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    this._unbind = () => signal.removeEventListener('abort', onAbort);
+  }
+
   #finish(): void {
     this.#keep = undefined;
+    this._reply = null;
+    if (this._unbind !== null) {
+      this._unbind();
+      this._unbind = null;
+    }
     this._handle = null;
     this._group?.delete(this);
     this._group = null;

@@ -17,12 +17,30 @@ import { Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInf
 import { completionCallbacks, inflight, post } from './internal/completions.js';
 import { ProgressEngine, type ProgressMode } from './internal/progress-engine.js';
 import { asBytes, byteLengthOf, toTag, type BufferSource } from './internal/bytes.js';
+import { buildIov } from './internal/iov.js';
+import { AmDispatcher, type AmMessage } from './active-message.js';
 import { resolveSockaddr } from './internal/sockaddr.js';
 import type { Context } from './context.js';
 import { Endpoint, type EndpointOptions } from './endpoint.js';
 import { Listener, type ListenerOptions } from './listener.js';
 
 export type { ProgressMode } from './internal/progress-engine.js';
+
+/** Options of every receive. */
+export interface ReceiveOptions {
+  /** Aborting cancels the receive: it rejects with CanceledError. */
+  signal?: AbortSignal;
+}
+
+/** What `worker.tagProbe()` found. */
+export interface TagProbeResult {
+  /** The message's length in bytes. */
+  readonly length: number;
+  /** The sender's tag. */
+  readonly senderTag: bigint;
+  /** With `remove: true`: receives the message (exactly once); null otherwise. */
+  readonly receive: ((buffer: BufferSource) => Request<TagRecvInfo>) | null;
+}
 
 export interface WorkerOptions {
   /** How the worker is progressed. Default 'event'. */
@@ -35,23 +53,52 @@ const K = CONSTANTS;
 const FULL_MASK = (1n << 64n) - 1n;
 const REQ = layouts.ucp_request_param_t.offsets;
 
-/** The parameter blocks a worker reuses for every operation; only `user_data` changes per call. */
+/** The parameter blocks a worker reuses for every operation; only a few fields change per call. */
 class ParamBlocks {
+  /** Sends, RMA, flush (contiguous data, send callback). */
   readonly send = new StructBuffer(layouts.ucp_request_param_t);
+  /** Sends and receives of a list of buffers (UCP_DATATYPE_IOV). */
+  readonly sendIov = new StructBuffer(layouts.ucp_request_param_t);
   readonly tagRecv = new StructBuffer(layouts.ucp_request_param_t);
+  readonly tagRecvIov = new StructBuffer(layouts.ucp_request_param_t);
+  readonly streamRecv = new StructBuffer(layouts.ucp_request_param_t);
+  /** Where a stream receive that completes at once reports its length. */
+  readonly streamLength = Buffer.alloc(8);
+  /** Active-message sends (flags per call). */
+  readonly amSend = new StructBuffer(layouts.ucp_request_param_t);
+  /** Receiving rendezvous active-message data. */
+  readonly amRecvData = new StructBuffer(layouts.ucp_request_param_t);
+  /** Atomics (datatype and reply buffer per call). */
+  readonly atomic = new StructBuffer(layouts.ucp_request_param_t);
+  /** The operand of an atomic (UCX reads it when the operation is posted). */
+  readonly atomicOperand = Buffer.alloc(8);
   readonly close = new StructBuffer(layouts.ucp_request_param_t);
+  readonly amHandler = new StructBuffer(layouts.ucp_am_handler_param_t);
+  /** Filled by ucp_tag_probe_nb. */
+  readonly probeInfo = new StructBuffer(layouts.ucp_tag_recv_info_t);
 
   constructor() {
     const cbs = completionCallbacks();
     const base = Number(K.UCP_OP_ATTR_FIELD_CALLBACK | K.UCP_OP_ATTR_FIELD_USER_DATA);
+    const iov = Number(K.UCP_OP_ATTR_FIELD_DATATYPE);
+    const noImmediate = Number(K.UCP_OP_ATTR_FLAG_NO_IMM_CMPL);
     this.send.setU32('op_attr_mask', base).setPtr('cb.send', cbs.send);
-    this.tagRecv
-      .setU32('op_attr_mask', base | Number(K.UCP_OP_ATTR_FLAG_NO_IMM_CMPL))
-      .setPtr('cb.recv', cbs.tagRecv);
+    this.sendIov.setU32('op_attr_mask', base | iov).setPtr('cb.send', cbs.send).setU64('datatype', K.UCP_DATATYPE_IOV);
+    // Receives are posted with NO_IMM_CMPL: UCX 1.13 does not fill recv_info when a receive completes at
+    // once, so the callback (run from inside the call if need be) is the one place that reports tag and
+    // length.
+    this.tagRecv.setU32('op_attr_mask', base | noImmediate).setPtr('cb.recv', cbs.tagRecv);
+    this.tagRecvIov
+      .setU32('op_attr_mask', base | noImmediate | iov)
+      .setPtr('cb.recv', cbs.tagRecv)
+      .setU64('datatype', K.UCP_DATATYPE_IOV);
+    this.streamRecv.setU32('op_attr_mask', base | Number(K.UCP_OP_ATTR_FIELD_FLAGS)).setPtr('cb.recv_stream', cbs.streamRecv);
+    this.amSend.setU32('op_attr_mask', base | Number(K.UCP_OP_ATTR_FIELD_FLAGS)).setPtr('cb.send', cbs.send);
+    this.amRecvData.setU32('op_attr_mask', base).setPtr('cb.recv_am', cbs.streamRecv);
+    this.atomic.setU32('op_attr_mask', base | iov).setPtr('cb.send', cbs.send);
     this.close.setU32('op_attr_mask', base | Number(K.UCP_OP_ATTR_FIELD_FLAGS)).setPtr('cb.send', cbs.send);
   }
 }
-
 
 export class Worker implements RequestHost {
   readonly #context: Context;
@@ -63,6 +110,9 @@ export class Worker implements RequestHost {
   readonly #endpoints = new Set<Endpoint>();
   readonly #listeners = new Set<Listener>();
   readonly #deferred: (() => void)[] = [];
+  readonly #am: AmDispatcher;
+  /** Endpoints by their ucp_ep_h, to hand active-message handlers their reply endpoint. */
+  readonly #endpointsByHandle = new Map<bigint, Endpoint>();
   #closing: Promise<void> | undefined;
 
   /** @internal Use `context.createWorker()`. */
@@ -91,6 +141,7 @@ export class Worker implements RequestHost {
       throw err;
     }
     this.#engine.inflightProbe = () => this.#inflight.size > 0;
+    this.#am = new AmDispatcher(this, this.#handle as bigint);
   }
 
   /** The context this worker belongs to. */
@@ -165,35 +216,131 @@ export class Worker implements RequestHost {
   /**
    * Receives a tag message from any endpoint of this worker whose tag matches `tag` under `tagMask`
    * (default: all 64 bits). Resolves with the received length and the sender's tag. A message longer than
-   * the buffer rejects with MessageTruncatedError.
+   * the buffer rejects with MessageTruncatedError and is consumed. A list of buffers receives into them in
+   * order (UCX iov). `signal` cancels the receive (CanceledError).
    *
    * ```ts
    * const { length, senderTag } = await worker.tagRecv(buffer, 42n);
+   * const parts = await worker.tagRecv([header, body], 43n, undefined, { signal: AbortSignal.timeout(1000) });
    * ```
    */
-  tagRecv(buffer: BufferSource, tag: bigint | number, tagMask: bigint | number = FULL_MASK): Request<TagRecvInfo> {
-    return this._tagRecv(buffer, tag, tagMask, null);
+  tagRecv(
+    buffer: BufferSource | readonly BufferSource[], tag: bigint | number, tagMask: bigint | number = FULL_MASK,
+    options: ReceiveOptions = {},
+  ): Request<TagRecvInfo> {
+    return this._tagRecv(buffer, tag, tagMask, null, options.signal);
   }
 
   /** @internal */
   _tagRecv(
-    buffer: BufferSource, tag: bigint | number, tagMask: bigint | number, group: Set<AnyRequest> | null,
+    buffer: BufferSource | readonly BufferSource[], tag: bigint | number, tagMask: bigint | number,
+    group: Set<AnyRequest> | null, signal: AbortSignal | undefined,
   ): Request<TagRecvInfo> {
     const handle = this._live('Worker');
-    const length = byteLengthOf(buffer, 'tagRecv buffer');
     const t = toTag(tag, 'tag');
     const m = toTag(tagMask, 'tagMask');
+    if (signal?.aborted === true) return this._aborted('tagRecv');
+    let data: unknown;
+    let count: number;
+    let param: Buffer;
+    if (Array.isArray(buffer)) {
+      const iov = buildIov(buffer, 'tagRecv buffers');
+      data = iov.array;
+      count = iov.count;
+      param = this._params.tagRecvIov.buffer;
+      buffer = iov.parts;
+    } else {
+      count = byteLengthOf(buffer, 'tagRecv buffer');
+      data = buffer;
+      param = this._params.tagRecv.buffer;
+    }
     const request = this._newRequest<TagRecvInfo>(ResultKind.TagInfo, 'tagRecv', buffer);
+    param.writeUInt32LE(request._id, REQ.user_data);
+    const ptr = post(ucx().ucp_tag_recv_nbx, handle, data as Buffer, count, t, m, param);
+    this._track(request, ptr);
+    if (!request.completed) {
+      if (group !== null) {
+        request._group = group;
+        group.add(request);
+      }
+      request._bindSignal(signal);
+    }
+    return request;
+  }
+
+  /**
+   * Looks for a tag message that has arrived (after progressing once) without receiving it. Returns
+   * null when there is none. With `remove: true` the message is taken out of UCX's queue and must be
+   * received with the returned `receive(buffer)`: this is how to receive a message whose size you do not
+   * know in advance.
+   *
+   * ```ts
+   * const probe = worker.tagProbe(7n, undefined, { remove: true });
+   * if (probe) {
+   *   const buffer = new Uint8Array(probe.length);
+   *   await probe.receive(buffer);
+   * }
+   * ```
+   */
+  tagProbe(tag: bigint | number, tagMask: bigint | number = FULL_MASK, options: { remove?: boolean } = {}): TagProbeResult | null {
+    const handle = this._live('Worker');
+    const t = toTag(tag, 'tag');
+    const m = toTag(tagMask, 'tagMask');
+    this.#engine.progress();
+    const info = this._params.probeInfo;
+    const message = ucx().ucp_tag_probe_nb(handle, t, m, options.remove === true ? 1 : 0, info.buffer);
+    if (message === null) return null;
+    const length = Number(info.getU64('length'));
+    const senderTag = info.getU64('sender_tag');
+    if (options.remove !== true) return { length, senderTag, receive: null };
+    let received = false;
+    return {
+      length,
+      senderTag,
+      receive: (buffer: BufferSource) => {
+        if (received) throw new TypeError('this probed message was already received');
+        received = true;
+        return this.#receiveProbed(message, buffer);
+      },
+    };
+  }
+
+  #receiveProbed(message: bigint, buffer: BufferSource): Request<TagRecvInfo> {
+    const handle = this._live('Worker');
+    const count = byteLengthOf(buffer, 'tag message buffer');
+    const request = this._newRequest<TagRecvInfo>(ResultKind.TagInfo, 'tagRecv (probed)', buffer);
     const param = this._params.tagRecv.buffer;
     param.writeUInt32LE(request._id, REQ.user_data);
-    // Posted with NO_IMM_CMPL: UCX 1.13 does not fill recv_info when a receive completes at once, so the
-    // callback (run from inside the call if need be) is the one place that reports tag and length.
-    const ptr = post(ucx().ucp_tag_recv_nbx, handle, buffer, length, t, m, param);
-    if (group !== null && !request.completed && statusOfPtr(ptr) === 1) {
-      request._group = group;
-      group.add(request);
-    }
-    return this._track(request, ptr);
+    return this._track(request, post(ucx().ucp_tag_msg_recv_nbx, handle, buffer, count, message, param));
+  }
+
+  /**
+   * Handles active messages with this `id` (any endpoint): `handler` gets each message once UCX has
+   * it. Replaces a previous handler or `amMessages` iterator; `null` removes it.
+   *
+   * ```ts
+   * worker.setAmHandler(1, async (msg) => {
+   *   const data = await msg.receive();              // eager: at once; rendezvous: fetched now
+   *   msg.replyEndpoint?.amSend(2, msg.header, data);
+   * });
+   * ```
+   */
+  setAmHandler(id: number, handler: ((message: AmMessage) => void | Promise<void>) | null): void {
+    this._live('Worker');
+    this.#am.setHandler(id, handler);
+  }
+
+  /**
+   * The active messages with this `id`, as an async iterator (instead of a handler). Messages that
+   * arrive while nobody is iterating wait in a queue.
+   *
+   * ```ts
+   * for await (const msg of worker.amMessages(1)) console.log(msg.header, await msg.receive());
+   * ```
+   */
+  amMessages(id: number, options: { signal?: AbortSignal } = {}): AsyncIterableIterator<AmMessage> {
+    this._live('Worker');
+    return this.#am.iterate(id, options.signal);
   }
 
   /**
@@ -279,6 +426,7 @@ export class Worker implements RequestHost {
     }
     await Promise.all([...this.#endpoints].map((ep) => ep.close()));
     for (const listener of [...this.#listeners]) listener.close();
+    this.#am.close();
     this.#engine.progress();
     // Whatever UCX did not complete by now never will once the worker is gone.
     for (const request of [...this.#inflight]) {
@@ -314,10 +462,10 @@ export class Worker implements RequestHost {
   }
 
   /** @internal Interprets an nbx return value for a request created by _newRequest. */
-  _track<T>(request: Request<T>, ptr: Ptr): Request<T> {
+  _track<T>(request: Request<T>, ptr: Ptr, immediateLength = 0): Request<T> {
     if (ptr === null) {
       this.#releaseId(request);
-      request._settle(UCS_OK, 0, 0n);
+      request._settle(UCS_OK, immediateLength, 0n);
       return request;
     }
     const status = statusOfPtr(ptr);
@@ -383,13 +531,27 @@ export class Worker implements RequestHost {
   }
 
   /** @internal */
-  _endpointOpened(endpoint: Endpoint): void {
+  _endpointOpened(endpoint: Endpoint, handle: bigint): void {
     this.#endpoints.add(endpoint);
+    this.#endpointsByHandle.set(handle, endpoint);
   }
 
   /** @internal */
-  _endpointClosed(endpoint: Endpoint): void {
+  _endpointClosed(endpoint: Endpoint, handle: bigint | null): void {
     this.#endpoints.delete(endpoint);
+    if (handle !== null && this.#endpointsByHandle.get(handle) === endpoint) this.#endpointsByHandle.delete(handle);
+  }
+
+  /** @internal The Endpoint object for a ucp_ep_h of this worker, if it is one of ours. */
+  _endpointByHandle(handle: bigint): Endpoint | undefined {
+    return this.#endpointsByHandle.get(handle);
+  }
+
+  /** @internal A request that failed before reaching UCX because its signal had already aborted. */
+  _aborted<T>(what: string): Request<T> {
+    const request = new Request<T>(null, ResultKind.Void, what, null);
+    request._abandon('aborted');
+    return request;
   }
 
   /** @internal */

@@ -59,6 +59,19 @@ export interface UcxFunctions {
   ucp_tag_send_sync_nbx(ep: Ptr, buffer: PtrArg, count: number, tag: bigint, param: Buffer): Ptr;
   ucp_tag_recv_nbx(worker: Ptr, buffer: PtrArg, count: number, tag: bigint, mask: bigint, param: Buffer): Ptr;
 
+  ucp_tag_probe_nb(worker: Ptr, tag: bigint, mask: bigint, remove: number, info: Buffer): Ptr;
+  ucp_tag_msg_recv_nbx(worker: Ptr, buffer: PtrArg, count: number, message: Ptr, param: Buffer): Ptr;
+
+  ucp_stream_send_nbx(ep: Ptr, buffer: PtrArg, count: number, param: Buffer): Ptr;
+  ucp_stream_recv_nbx(ep: Ptr, buffer: PtrArg, count: number, lengthOut: Buffer, param: Buffer): Ptr;
+
+  ucp_worker_set_am_recv_handler(worker: Ptr, param: Buffer): number;
+  ucp_am_send_nbx(ep: Ptr, id: number, header: PtrArg, headerLength: number, buffer: PtrArg, count: number, param: Buffer): Ptr;
+  ucp_am_recv_data_nbx(worker: Ptr, dataDesc: Ptr, buffer: PtrArg, count: number, param: Buffer): Ptr;
+  ucp_am_data_release(worker: Ptr, data: Ptr): void;
+
+  ucp_atomic_op_nbx(ep: Ptr, opcode: number, buffer: PtrArg, count: number, remoteAddr: bigint, rkey: Ptr, param: Buffer): Ptr;
+
   ucp_request_cancel(worker: Ptr, request: Ptr): void;
   ucp_request_free(request: Ptr): void;
   ucp_request_check_status(request: Ptr): number;
@@ -87,6 +100,9 @@ export const callbackTypes = {
   ),
   epError: koffi.pointer(koffi.proto('void ucxx_ep_err_cb(uintptr_t arg, void *ep, int8_t status)')),
   connRequest: koffi.pointer(koffi.proto('void ucxx_conn_cb(void *conn_request, uintptr_t arg)')),
+  amRecv: koffi.pointer(koffi.proto(
+    'int8_t ucxx_am_recv_cb(uintptr_t arg, void *header, size_t header_length, void *data, size_t length, void *param)',
+  )),
 } as const;
 
 export type CallbackKind = keyof typeof callbackTypes;
@@ -135,6 +151,15 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'void *ucp_tag_send_nbx(void *ep, void *buffer, size_t count, uint64_t tag, void *param)',
     'void *ucp_tag_send_sync_nbx(void *ep, void *buffer, size_t count, uint64_t tag, void *param)',
     'void *ucp_tag_recv_nbx(void *worker, void *buffer, size_t count, uint64_t tag, uint64_t tag_mask, void *param)',
+    'void *ucp_tag_probe_nb(void *worker, uint64_t tag, uint64_t tag_mask, int remove, void *info)',
+    'void *ucp_tag_msg_recv_nbx(void *worker, void *buffer, size_t count, void *message, void *param)',
+    'void *ucp_stream_send_nbx(void *ep, void *buffer, size_t count, void *param)',
+    'void *ucp_stream_recv_nbx(void *ep, void *buffer, size_t count, void *length, void *param)',
+    'int8_t ucp_worker_set_am_recv_handler(void *worker, void *param)',
+    'void *ucp_am_send_nbx(void *ep, uint32_t id, void *header, size_t header_length, void *buffer, size_t count, void *param)',
+    'void *ucp_am_recv_data_nbx(void *worker, void *data_desc, void *buffer, size_t count, void *param)',
+    'void ucp_am_data_release(void *worker, void *data)',
+    'void *ucp_atomic_op_nbx(void *ep, uint32_t opcode, void *buffer, size_t count, uint64_t remote_addr, void *rkey, void *param)',
     'void ucp_request_cancel(void *worker, void *request)',
     'void ucp_request_free(void *request)',
     'int8_t ucp_request_check_status(void *request)',

@@ -1,0 +1,323 @@
+/**
+ * Active messages: `endpoint.amSend(id, header, data)` on one side, `worker.setAmHandler(id, handler)`
+ * or `for await (const msg of worker.amMessages(id))` on the other. AM ids are the caller's (plain UCP
+ * AM: C programs using ucp_am_send_nbx / ucp_worker_set_am_recv_handler with the same id interoperate).
+ *
+ * A handler runs as soon as UCX has the message, from inside worker progress:
+ * - small (eager) messages arrive whole: `msg.data` holds a copy of the payload;
+ * - large (rendezvous) messages arrive as a descriptor: the handler calls `msg.receive(buffer?)` to
+ *   fetch the data into a buffer it chooses (or one allocated for it), or `msg.reject(status)`.
+ *   Rejecting synchronously inside the handler sends `status` to the sender, whose request fails with
+ *   it. A rendezvous message the handler neither received nor rejected by the time it returned (or its
+ *   Promise settled) is released.
+ * Handlers must not close the worker or progress it synchronously; close paths wait for progress to
+ * return by themselves.
+ *
+ * ```ts
+ * // ask a peer for its memory key (see examples/am-key-exchange.ts)
+ * worker.setAmHandler(KEY_REQUEST, (msg) => {
+ *   msg.replyEndpoint?.amSend(KEY_REPLY, null, region.createRemoteKey().serialize());
+ * });
+ * ```
+ */
+import { CONSTANTS, UCS_OK, copyFromMemory, layouts, readU64, registerCallback, ucx } from './ffi/index.js';
+import { ClosedError } from './errors.js';
+import { Request, ResultKind } from './request.js';
+import { SlotTable } from './internal/slot-table.js';
+import { asBytes, type BufferSource } from './internal/bytes.js';
+import { post } from './internal/completions.js';
+import type { Endpoint } from './endpoint.js';
+import type { Worker } from './worker.js';
+
+const K = CONSTANTS;
+const USER_DATA = layouts.ucp_request_param_t.offsets.user_data;
+const UCS_INPROGRESS = 1;
+const UCS_ERR_REJECTED = -23;
+/** UCP carries AM ids in 16 bits. */
+export const AM_ID_MAX = 0xffff;
+
+export type AmHandler = (message: AmMessage) => void | Promise<void>;
+
+const dispatchers = new SlotTable<AmDispatcher>();
+let amCallback: bigint | undefined;
+
+function amCallbackAddress(): bigint {
+  amCallback ??= registerCallback(
+    'amRecv',
+    (arg: number, header: bigint | null, headerLength: number, data: bigint | null, length: number, param: bigint | null) => {
+      const dispatcher = dispatchers.get(Math.floor(arg / 0x10000));
+      if (dispatcher === undefined) return UCS_OK;
+      return dispatcher._onMessage(arg & 0xffff, header, headerLength, data, length, param);
+    },
+  );
+  return amCallback;
+}
+
+/** One received active message. */
+export class AmMessage {
+  /** The AM id it was sent with. */
+  readonly id: number;
+  /** A copy of the user header (empty when none was sent). */
+  readonly header: Uint8Array;
+  /** The payload length in bytes. */
+  readonly length: number;
+  /** True when UCX used the rendezvous protocol: the payload waits at the sender until `receive()`. */
+  readonly rendezvous: boolean;
+  /** The endpoint to answer on, when the sender set `reply: true` and it is one of this worker's. */
+  readonly replyEndpoint: Endpoint | null;
+  readonly #worker: Worker;
+  readonly #workerHandle: bigint;
+  #data: Uint8Array | null;
+  #descriptor: bigint | null;
+  #state: 'pending' | 'receiving' | 'done' = 'pending';
+  /** Set while the handler runs inside the UCX callback: the status to return to UCX. */
+  _decision: number | null = null;
+
+  /** @internal */
+  constructor(
+    worker: Worker, workerHandle: bigint, id: number, header: Uint8Array, length: number,
+    data: Uint8Array | null, descriptor: bigint | null, replyEndpoint: Endpoint | null,
+  ) {
+    this.#worker = worker;
+    this.#workerHandle = workerHandle;
+    this.id = id;
+    this.header = header;
+    this.length = length;
+    this.#data = data;
+    this.#descriptor = descriptor;
+    this.rendezvous = descriptor !== null;
+    this.replyEndpoint = replyEndpoint;
+    if (descriptor === null) this.#state = 'done';
+  }
+
+  /** The payload of an eager message (a copy); null for a rendezvous message until received. */
+  get data(): Uint8Array | null {
+    return this.#data;
+  }
+
+  /**
+   * The payload. Eager: at once (copied into `buffer` when given). Rendezvous: fetched from the sender
+   * into `buffer` (or a new one), exactly once. A `buffer` smaller than `length` is a RangeError.
+   */
+  receive(buffer?: BufferSource): Request<Uint8Array> {
+    const target = buffer === undefined ? null : asBytes(buffer, 'AM receive buffer');
+    if (target !== null && target.byteLength < this.length) {
+      throw new RangeError(`the AM receive buffer has ${target.byteLength} bytes, the message ${this.length}`);
+    }
+    if (this.#descriptor === null) {
+      const data = this.#data ?? new Uint8Array(0);
+      let result = data;
+      if (target !== null) {
+        target.set(data);
+        result = target.subarray(0, data.byteLength);
+      }
+      const request = new Request<Uint8Array>(null, ResultKind.Bytes, 'AM receive', null);
+      request._reply = result;
+      request._settle(UCS_OK, result.byteLength, 0n);
+      return request;
+    }
+    if (this.#state !== 'pending') throw new TypeError('this active message was already received or rejected');
+    this.#state = 'receiving';
+    if (this._decision === null) this._decision = UCS_INPROGRESS;
+    const destination = target ?? new Uint8Array(this.length);
+    const descriptor = this.#descriptor;
+    this.#descriptor = null;
+    const worker = this.#worker;
+    const request = worker._newRequest<Uint8Array>(ResultKind.Bytes, 'AM receive', destination);
+    request._reply = destination;
+    const param = worker._params.amRecvData.buffer;
+    param.writeUInt32LE(request._id, USER_DATA);
+    const ptr = post(ucx().ucp_am_recv_data_nbx, this.#workerHandle, descriptor, destination, this.length, param);
+    // Completed at once means the whole payload is in `destination`.
+    return worker._track(request, ptr, this.length);
+  }
+
+  /**
+   * Declines a rendezvous message without fetching its data. Called synchronously inside the handler,
+   * `status` (default UCS_ERR_REJECTED) is what the sender's request fails with; later, UCX 1.13 can only
+   * tell the sender "done". No effect on eager messages.
+   */
+  reject(status: number = UCS_ERR_REJECTED): void {
+    if (this.#descriptor === null || this.#state !== 'pending') return;
+    if (!Number.isInteger(status) || status >= 0 || status < -100) {
+      throw new RangeError(`status must be a UCS error status (a negative integer), got ${status}`);
+    }
+    this.#state = 'done';
+    if (this._decision === null) {
+      // Still inside the UCX callback: UCX sends this status to the sender and frees the descriptor.
+      this._decision = status;
+      this.#descriptor = null;
+      return;
+    }
+    const descriptor = this.#descriptor;
+    this.#descriptor = null;
+    if (this.#worker._handle !== null) ucx().ucp_am_data_release(this.#workerHandle, descriptor);
+  }
+
+  /** @internal Releases a rendezvous descriptor nobody took (after the handler, or at close). */
+  _release(): void {
+    if (this.#descriptor !== null && this.#state === 'pending') this.reject();
+  }
+}
+
+interface Queue {
+  messages: AmMessage[];
+  waiters: ((result: IteratorResult<AmMessage>) => void)[];
+}
+
+/** @internal Per-worker AM state: UCX handler registration and delivery to handlers or iterators. */
+export class AmDispatcher {
+  readonly #worker: Worker;
+  readonly #workerHandle: bigint;
+  readonly #slot: number;
+  readonly #handlers = new Map<number, AmHandler>();
+  readonly #queues = new Map<number, Queue>();
+  /** Rendezvous messages handed to an iterator and not yet received: released at close. */
+  readonly #unclaimed = new Set<AmMessage>();
+
+  constructor(worker: Worker, workerHandle: bigint) {
+    this.#worker = worker;
+    this.#workerHandle = workerHandle;
+    this.#slot = dispatchers.add(this);
+  }
+
+  setHandler(id: number, handler: AmHandler | null): void {
+    checkId(id);
+    if (handler !== null && typeof handler !== 'function') throw new TypeError('the AM handler must be a function');
+    this.#endQueue(id);
+    if (handler === null) {
+      this.#handlers.delete(id);
+      this.#register(id, false);
+      return;
+    }
+    this.#handlers.set(id, handler);
+    this.#register(id, true);
+  }
+
+  iterate(id: number, signal: AbortSignal | undefined): AsyncIterableIterator<AmMessage> {
+    checkId(id);
+    this.#endQueue(id);
+    const queue: Queue = { messages: [], waiters: [] };
+    this.#queues.set(id, queue);
+    this.#handlers.set(id, (message) => {
+      if (message.rendezvous) this.#unclaimed.add(message);
+      const waiter = queue.waiters.shift();
+      if (waiter !== undefined) waiter({ value: message, done: false });
+      else queue.messages.push(message);
+      message._decision ??= UCS_INPROGRESS; // kept for the consumer
+    });
+    this.#register(id, true);
+    const end = (): void => {
+      if (this.#queues.get(id) === queue) {
+        this.#endQueue(id);
+        this.#handlers.delete(id);
+        if (this.#workerHandle !== null && this.#worker._handle !== null) this.#register(id, false);
+      }
+    };
+    signal?.addEventListener('abort', end, { once: true });
+    const iterator: AsyncIterableIterator<AmMessage> = {
+      next: () => {
+        const message = queue.messages.shift();
+        if (message !== undefined) return Promise.resolve({ value: message, done: false });
+        if (this.#queues.get(id) !== queue) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve) => queue.waiters.push(resolve));
+      },
+      return: () => {
+        end();
+        return Promise.resolve({ value: undefined, done: true });
+      },
+      [Symbol.asyncIterator]: () => iterator,
+    };
+    return iterator;
+  }
+
+  #endQueue(id: number): void {
+    const queue = this.#queues.get(id);
+    if (queue === undefined) return;
+    this.#queues.delete(id);
+    for (const message of queue.messages) message._release();
+    for (const waiter of queue.waiters.splice(0)) waiter({ value: undefined, done: true });
+  }
+
+  #register(id: number, on: boolean): void {
+    const param = this.#worker._params.amHandler;
+    param.clear()
+      .setU64('field_mask', K.UCP_AM_HANDLER_PARAM_FIELD_ID | K.UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+        K.UCP_AM_HANDLER_PARAM_FIELD_CB | K.UCP_AM_HANDLER_PARAM_FIELD_ARG)
+      .setU32('id', id)
+      .setU32('flags', Number(K.UCP_AM_FLAG_WHOLE_MSG))
+      .setPtr('cb', on ? amCallbackAddress() : null)
+      .setPtr('arg', BigInt(this.#slot * 0x10000 + id));
+    const status = ucx().ucp_worker_set_am_recv_handler(this.#workerHandle, param.buffer);
+    if (status !== UCS_OK && on) throw new ClosedError(`AM handler registration failed (status ${status})`);
+  }
+
+  /** @internal Runs inside ucp_worker_progress: builds the message and lets its handler decide. */
+  _onMessage(
+    id: number, header: bigint | null, headerLength: number, data: bigint | null, length: number,
+    param: bigint | null,
+  ): number {
+    const handler = this.#handlers.get(id);
+    if (handler === undefined) return UCS_OK;
+    const attr = param === null ? 0n : readU64(param, 0);
+    const rendezvous = (attr & K.UCP_AM_RECV_ATTR_FLAG_RNDV) !== 0n;
+    let replyEndpoint: Endpoint | null = null;
+    if (param !== null && (attr & K.UCP_AM_RECV_ATTR_FIELD_REPLY_EP) !== 0n) {
+      replyEndpoint = this.#worker._endpointByHandle(readU64(param, 8)) ?? null;
+    }
+    const headerBytes = header === null || headerLength === 0
+      ? new Uint8Array(0) : new Uint8Array(copyFromMemory(header, headerLength));
+    const payload = rendezvous || data === null || length === 0
+      ? (rendezvous ? null : new Uint8Array(0)) : new Uint8Array(copyFromMemory(data, length));
+    const message = new AmMessage(
+      this.#worker, this.#workerHandle, id, headerBytes, length, payload, rendezvous ? data : null, replyEndpoint,
+    );
+    let result: void | Promise<void> = undefined;
+    try {
+      result = handler(message);
+    } catch (err) {
+      warn(id, err);
+      if (message.rendezvous && message._decision === null) message.reject();
+    }
+    const decision = message._decision;
+    if (!message.rendezvous) return UCS_OK;
+    if (decision !== null) return decision;
+    // Neither received nor rejected yet: keep the descriptor until the handler's Promise settles.
+    message._decision = UCS_INPROGRESS;
+    if (result instanceof Promise) {
+      result.then(
+        () => message._release(),
+        (err: unknown) => {
+          warn(id, err);
+          message._release();
+        },
+      );
+    } else {
+      this.#worker._defer(() => message._release());
+    }
+    return UCS_INPROGRESS;
+  }
+
+  /** Releases what UCX still holds for us and unregisters everything. */
+  close(): void {
+    for (const id of [...this.#queues.keys()]) this.#endQueue(id);
+    for (const message of this.#unclaimed) message._release();
+    this.#unclaimed.clear();
+    for (const id of this.#handlers.keys()) this.#register(id, false);
+    this.#handlers.clear();
+    dispatchers.delete(this.#slot);
+  }
+}
+
+function checkId(id: number): void {
+  if (!Number.isInteger(id) || id < 0 || id > AM_ID_MAX) {
+    throw new RangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${String(id)}`);
+  }
+}
+
+function warn(id: number, err: unknown): void {
+  process.emitWarning(`ucxx-ts: the handler of active message id ${id} failed: ${String(err)}`, {
+    code: 'UCXX_AM_HANDLER_ERROR',
+    detail: err instanceof Error ? err.stack : undefined,
+  });
+}
