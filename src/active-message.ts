@@ -39,6 +39,35 @@ export const AM_ID_MAX = 0xffff;
 export type AmHandler = (message: AmMessage) => void | Promise<void>;
 
 const dispatchers = new SlotTable<AmDispatcher>();
+
+/**
+ * A rendezvous descriptor UCX holds for us until we receive or release it. A message that is dropped
+ * without either is released when it is garbage-collected, so forgetting one leaks nothing for long.
+ */
+class PendingDescriptor {
+  #descriptor: bigint | null;
+  readonly #dispatcher: AmDispatcher;
+  constructor(dispatcher: AmDispatcher, descriptor: bigint) {
+    this.#dispatcher = dispatcher;
+    this.#descriptor = descriptor;
+    dispatcher._pending.add(this);
+  }
+
+  /** Hands the descriptor over (to ucp_am_recv_data_nbx); null when already taken or released. */
+  take(): bigint | null {
+    const descriptor = this.#descriptor;
+    this.#descriptor = null;
+    this.#dispatcher._pending.delete(this);
+    return descriptor;
+  }
+
+  release(): void {
+    const descriptor = this.take();
+    if (descriptor !== null) this.#dispatcher._releaseDescriptor(descriptor);
+  }
+}
+
+const forgottenMessages = new FinalizationRegistry<PendingDescriptor>((pending) => pending.release());
 let amCallback: bigint | undefined;
 
 function amCallbackAddress(): bigint {
@@ -67,16 +96,15 @@ export class AmMessage {
   readonly replyEndpoint: Endpoint | null;
   readonly #worker: Worker;
   readonly #workerHandle: bigint;
-  #data: Uint8Array | null;
-  #descriptor: bigint | null;
-  #state: 'pending' | 'receiving' | 'done' = 'pending';
+  readonly #data: Uint8Array | null;
+  readonly #pending: PendingDescriptor | null;
   /** Set while the handler runs inside the UCX callback: the status to return to UCX. */
   _decision: number | null = null;
 
   /** @internal */
   constructor(
     worker: Worker, workerHandle: bigint, id: number, header: Uint8Array, length: number,
-    data: Uint8Array | null, descriptor: bigint | null, replyEndpoint: Endpoint | null,
+    data: Uint8Array | null, pending: PendingDescriptor | null, replyEndpoint: Endpoint | null,
   ) {
     this.#worker = worker;
     this.#workerHandle = workerHandle;
@@ -84,27 +112,28 @@ export class AmMessage {
     this.header = header;
     this.length = length;
     this.#data = data;
-    this.#descriptor = descriptor;
-    this.rendezvous = descriptor !== null;
+    this.#pending = pending;
+    this.rendezvous = pending !== null;
     this.replyEndpoint = replyEndpoint;
-    if (descriptor === null) this.#state = 'done';
+    if (pending !== null) forgottenMessages.register(this, pending, this);
   }
 
-  /** The payload of an eager message (a copy); null for a rendezvous message until received. */
+  /** The payload of an eager message (a copy); null for a rendezvous message. */
   get data(): Uint8Array | null {
     return this.#data;
   }
 
   /**
    * The payload. Eager: at once (copied into `buffer` when given). Rendezvous: fetched from the sender
-   * into `buffer` (or a new one), exactly once. A `buffer` smaller than `length` is a RangeError.
+   * into `buffer` (or a new one), exactly once; a TypeError after it was received, rejected or released.
+   * A `buffer` smaller than `length` is a RangeError.
    */
   receive(buffer?: BufferSource): Request<Uint8Array> {
     const target = buffer === undefined ? null : asBytes(buffer, 'AM receive buffer');
     if (target !== null && target.byteLength < this.length) {
       throw new RangeError(`the AM receive buffer has ${target.byteLength} bytes, the message ${this.length}`);
     }
-    if (this.#descriptor === null) {
+    if (this.#pending === null) {
       const data = this.#data ?? new Uint8Array(0);
       let result = data;
       if (target !== null) {
@@ -116,12 +145,13 @@ export class AmMessage {
       request._settle(UCS_OK, result.byteLength, 0n);
       return request;
     }
-    if (this.#state !== 'pending') throw new TypeError('this active message was already received or rejected');
-    this.#state = 'receiving';
+    const descriptor = this.#pending.take();
+    if (descriptor === null) {
+      throw new TypeError('the data of this rendezvous message was already received, rejected or released');
+    }
+    forgottenMessages.unregister(this);
     if (this._decision === null) this._decision = UCS_INPROGRESS;
     const destination = target ?? new Uint8Array(this.length);
-    const descriptor = this.#descriptor;
-    this.#descriptor = null;
     const worker = this.#worker;
     const request = worker._newRequest<Uint8Array>(ResultKind.Bytes, 'AM receive', destination);
     request._reply = destination;
@@ -135,28 +165,27 @@ export class AmMessage {
   /**
    * Declines a rendezvous message without fetching its data. Called synchronously inside the handler,
    * `status` (default UCS_ERR_REJECTED) is what the sender's request fails with; later, UCX 1.13 can only
-   * tell the sender "done". No effect on eager messages.
+   * tell the sender "done". No effect on eager messages or after `receive()`.
    */
   reject(status: number = UCS_ERR_REJECTED): void {
-    if (this.#descriptor === null || this.#state !== 'pending') return;
     if (!Number.isInteger(status) || status >= 0 || status < -100) {
       throw new RangeError(`status must be a UCS error status (a negative integer), got ${status}`);
     }
-    this.#state = 'done';
+    if (this.#pending === null) return;
+    forgottenMessages.unregister(this);
     if (this._decision === null) {
       // Still inside the UCX callback: UCX sends this status to the sender and frees the descriptor.
-      this._decision = status;
-      this.#descriptor = null;
+      if (this.#pending.take() !== null) this._decision = status;
       return;
     }
-    const descriptor = this.#descriptor;
-    this.#descriptor = null;
-    if (this.#worker._handle !== null) ucx().ucp_am_data_release(this.#workerHandle, descriptor);
+    this.#pending.release();
   }
 
-  /** @internal Releases a rendezvous descriptor nobody took (after the handler, or at close). */
+  /** @internal Releases a rendezvous descriptor nobody took (after an async handler, or at close). */
   _release(): void {
-    if (this.#descriptor !== null && this.#state === 'pending') this.reject();
+    if (this.#pending === null) return;
+    forgottenMessages.unregister(this);
+    this.#pending.release();
   }
 }
 
@@ -172,8 +201,9 @@ export class AmDispatcher {
   readonly #slot: number;
   readonly #handlers = new Map<number, AmHandler>();
   readonly #queues = new Map<number, Queue>();
-  /** Rendezvous messages handed to an iterator and not yet received: released at close. */
-  readonly #unclaimed = new Set<AmMessage>();
+  #closed = false;
+  /** @internal Rendezvous descriptors not yet received or released (released at close). */
+  readonly _pending = new Set<PendingDescriptor>();
 
   constructor(worker: Worker, workerHandle: bigint) {
     this.#worker = worker;
@@ -200,7 +230,6 @@ export class AmDispatcher {
     const queue: Queue = { messages: [], waiters: [] };
     this.#queues.set(id, queue);
     this.#handlers.set(id, (message) => {
-      if (message.rendezvous) this.#unclaimed.add(message);
       const waiter = queue.waiters.shift();
       if (waiter !== undefined) waiter({ value: message, done: false });
       else queue.messages.push(message);
@@ -269,8 +298,9 @@ export class AmDispatcher {
       ? new Uint8Array(0) : new Uint8Array(copyFromMemory(header, headerLength));
     const payload = rendezvous || data === null || length === 0
       ? (rendezvous ? null : new Uint8Array(0)) : new Uint8Array(copyFromMemory(data, length));
+    const pending = rendezvous && data !== null ? new PendingDescriptor(this, data) : null;
     const message = new AmMessage(
-      this.#worker, this.#workerHandle, id, headerBytes, length, payload, rendezvous ? data : null, replyEndpoint,
+      this.#worker, this.#workerHandle, id, headerBytes, length, payload, pending, replyEndpoint,
     );
     let result: void | Promise<void> = undefined;
     try {
@@ -282,7 +312,8 @@ export class AmDispatcher {
     const decision = message._decision;
     if (!message.rendezvous) return UCS_OK;
     if (decision !== null) return decision;
-    // Neither received nor rejected yet: keep the descriptor until the handler's Promise settles.
+    // Neither received nor rejected yet: UCX keeps the descriptor. An async handler has until its Promise
+    // settles; a message handed on elsewhere is released once received, rejected or garbage-collected.
     message._decision = UCS_INPROGRESS;
     if (result instanceof Promise) {
       result.then(
@@ -292,17 +323,20 @@ export class AmDispatcher {
           message._release();
         },
       );
-    } else {
-      this.#worker._defer(() => message._release());
     }
     return UCS_INPROGRESS;
+  }
+
+  /** @internal */
+  _releaseDescriptor(descriptor: bigint): void {
+    if (!this.#closed) ucx().ucp_am_data_release(this.#workerHandle, descriptor);
   }
 
   /** Releases what UCX still holds for us and unregisters everything. */
   close(): void {
     for (const id of [...this.#queues.keys()]) this.#endQueue(id);
-    for (const message of this.#unclaimed) message._release();
-    this.#unclaimed.clear();
+    for (const pending of [...this._pending]) pending.release();
+    this.#closed = true;
     for (const id of this.#handlers.keys()) this.#register(id, false);
     this.#handlers.clear();
     dispatchers.delete(this.#slot);

@@ -18,10 +18,10 @@ import { EventEmitter } from 'node:events';
 import {
   CONSTANTS, OutCell, StructBuffer, addressOf, layouts, registerCallback, ucpVersion, ucx, statusOfPtr,
 } from './ffi/index.js';
-import { ClosedError, UcxError, check, errorFromStatus } from './errors.js';
+import { CanceledError, ClosedError, UcxError, check, errorFromStatus } from './errors.js';
 import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
-import { byteLengthOf, toTag, toU64, type BufferSource } from './internal/bytes.js';
+import { asBytes, byteLengthOf, toTag, toU64, type BufferSource } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { post } from './internal/completions.js';
 import { AM_ID_MAX } from './active-message.js';
@@ -116,6 +116,13 @@ function errorCallbackAddress(): bigint {
 
 type State = 'open' | 'failed' | 'closing' | 'closed';
 
+interface StreamReceive {
+  readonly request: Request<number>;
+  readonly bytes: Uint8Array;
+  readonly waitAll: boolean;
+  served: number;
+}
+
 export interface EndpointEvents {
   error: [error: UcxError];
   close: [];
@@ -135,6 +142,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   readonly #keys = new Set<RemoteKey>();
   /** Receives posted through this endpoint (they are worker-wide in UCP): cancelled when it closes. */
   readonly #receives = new Set<AnyRequest>();
+  /** Stream bytes that arrived into receives cancelled after UCX had taken them. */
+  readonly #streamStash: Uint8Array[] = [];
+  /** Stream receives in order; the head may be posted to UCX. */
+  readonly #streamQueue: StreamReceive[] = [];
+  /** The one stream receive posted to UCX, if any. */
+  #streamActive: AnyRequest | null = null;
 
   /** @internal */
   static _create(
@@ -349,24 +362,98 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * ```
    */
   streamRecv(buffer: BufferSource, options: StreamRecvOptions = {}): Request<number> {
-    const ep = this._live('streamRecv');
-    const count = byteLengthOf(buffer, 'streamRecv buffer');
-    if (count === 0) throw new RangeError('streamRecv needs a buffer of at least 1 byte');
-    const worker = this.#worker;
-    if (options.signal?.aborted === true) return worker._aborted('streamRecv');
-    const request = worker._newRequest<number>(ResultKind.Length, 'streamRecv', buffer);
-    const params = worker._params;
-    const param = params.streamRecv.buffer;
-    param.writeUInt32LE(request._id, REQ.user_data);
-    param.writeUInt32LE(options.waitAll === true ? Number(K.UCP_STREAM_RECV_FLAG_WAITALL) : 0, REQ.flags);
-    const ptr = post(ucx().ucp_stream_recv_nbx, ep, buffer, count, params.streamLength, param);
-    worker._track(request, ptr, ptr === null ? Number(params.streamLength.readBigUInt64LE(0)) : 0);
-    if (!request.completed) {
-      request._group = this.#receives;
-      this.#receives.add(request);
-      request._bindSignal(options.signal);
-    }
+    this._live('streamRecv');
+    const bytes = asBytes(buffer, 'streamRecv buffer');
+    if (bytes.byteLength === 0) throw new RangeError('streamRecv needs a buffer of at least 1 byte');
+    if (options.signal?.aborted === true) return this.#worker._aborted('streamRecv');
+    const request = new Request<number>(null, ResultKind.Length, 'streamRecv', bytes);
+    const entry: StreamReceive = { request, bytes, waitAll: options.waitAll === true, served: 0 };
+    this.#streamQueue.push(entry);
+    request._group = this.#receives;
+    this.#receives.add(request);
+    // UCX 1.13 cannot cancel a stream receive: a cancelled one is settled at once, and bytes that UCX
+    // later puts into it are kept for the next receive, so none are lost and the order holds.
+    request._cancelFallback = () => {
+      const i = this.#streamQueue.indexOf(entry);
+      if (i > 0 || (i === 0 && this.#streamActive === null)) this.#streamQueue.splice(i, 1);
+      request._abandon('canceled');
+    };
+    request._bindSignal(options.signal);
+    this.#pumpStream();
     return request;
+  }
+
+  /**
+   * Serves queued stream receives in order: first from bytes kept from cancelled receives, then with one
+   * `ucp_stream_recv_nbx` at a time into the head receive's buffer.
+   */
+  #pumpStream(): void {
+    while (this.#streamActive === null && this.#streamQueue.length > 0) {
+      const head = this.#streamQueue[0] as StreamReceive;
+      if (head.request.completed) {
+        this.#streamQueue.shift();
+        continue;
+      }
+      head.served += this.#takeStash(head.bytes.subarray(head.served));
+      if (head.served === head.bytes.byteLength || (head.served > 0 && !head.waitAll)) {
+        this.#streamQueue.shift();
+        head.request._settle(0, head.served, 0n);
+        continue;
+      }
+      if (this.#state !== 'open' || this.#handle === null) return;
+      const worker = this.#worker;
+      const target = head.bytes.subarray(head.served);
+      const ucxRequest = worker._newRequest<number>(ResultKind.Length, 'streamRecv', target);
+      const params = worker._params;
+      const param = params.streamRecv.buffer;
+      param.writeUInt32LE(ucxRequest._id, REQ.user_data);
+      param.writeUInt32LE(head.waitAll ? Number(K.UCP_STREAM_RECV_FLAG_WAITALL) : 0, REQ.flags);
+      const ptr = post(ucx().ucp_stream_recv_nbx, this.#handle, target, target.byteLength, params.streamLength, param);
+      const immediate = ptr === null ? Number(params.streamLength.readBigUInt64LE(0)) : 0;
+      worker._track(ucxRequest, ptr, immediate);
+      if (ucxRequest.completed) {
+        this.#streamDone(head, target, ucxRequest.status, immediate, ucxRequest, ucxRequest.error);
+        return;
+      }
+      this.#streamActive = ucxRequest;
+      ucxRequest.then(
+        (length) => this.#streamDone(head, target, 0, length, ucxRequest),
+        (err: Error) => this.#streamDone(head, target, (err as UcxError).status ?? -16, 0, ucxRequest, err),
+      );
+    }
+  }
+
+  #streamDone(
+    head: StreamReceive, target: Uint8Array, status: number, length: number, ucxRequest: Request<number>,
+    error?: Error,
+  ): void {
+    if (this.#streamActive === ucxRequest) this.#streamActive = null;
+    if (this.#streamQueue[0] === head) this.#streamQueue.shift();
+    if (head.request.completed) {
+      // Cancelled meanwhile: keep what arrived for the next receive.
+      if (status === 0 && length > 0) this.#streamStash.push(target.slice(0, length));
+    } else if (status === 0) {
+      head.served += length;
+      if (head.waitAll && head.served < head.bytes.byteLength) this.#streamQueue.unshift(head);
+      else head.request._settle(0, head.served, 0n);
+    } else {
+      head.request._fail(error ?? new CanceledError('streamRecv'));
+    }
+    this.#pumpStream();
+  }
+
+  /** Moves stashed stream bytes into `bytes`; returns how many. */
+  #takeStash(bytes: Uint8Array): number {
+    let filled = 0;
+    while (filled < bytes.byteLength && this.#streamStash.length > 0) {
+      const head = this.#streamStash[0] as Uint8Array;
+      const n = Math.min(head.byteLength, bytes.byteLength - filled);
+      bytes.set(head.subarray(0, n), filled);
+      filled += n;
+      if (n === head.byteLength) this.#streamStash.shift();
+      else this.#streamStash[0] = head.subarray(n);
+    }
+    return filled;
   }
 
   /**
@@ -496,7 +583,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /**
    * Fetching and/or/xor as a compare-and-swap loop. UCX 1.13 computes them with the wrong operand on its
-   * shared-memory transports (the C program in test/c/amo_fetch_bitwise.c shows it: fetch-and of 12
+   * shared-memory transports (the C program in docs/ucx-1.13-bugs/amo_fetch_bitwise.c shows it: fetch-and of 12
    * with 10 leaves 12), so ucxx-ts builds them from fetch-add(0) and cswap, which are correct everywhere.
    */
   #fetchBitwiseByCompareAndSwap(
@@ -582,6 +669,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       if (!done && this.#errorHandling) done = await this.#closeWith(handle, true);
     }
     for (const request of [...this.#receives]) request._abandon('the endpoint was closed');
+    this.#streamQueue.length = 0;
     this.#handle = null;
     this.#state = 'closed';
     endpoints.delete(this.#id);

@@ -64,6 +64,15 @@ export class Request<T = void> implements PromiseLike<T> {
   _group: Set<AnyRequest> | null = null;
   /** @internal Where the operation's result lands (atomic fetch, received bytes). */
   _reply: Uint8Array | null = null;
+  /** @internal Added to the reported length (a stream receive partly served from earlier bytes). */
+  _lengthBase = 0;
+  /**
+   * @internal For operations UCX cannot cancel (stream receives in 1.13): settles the request as
+   * cancelled at once, and `_late` then receives UCX's real completion.
+   */
+  _cancelFallback: (() => void) | null = null;
+  /** @internal Called with UCX's completion of a request that was already settled as cancelled. */
+  _late: ((status: number, length: number) => void) | null = null;
   /** @internal Detaches this request from an AbortSignal once it settles. */
   _unbind: (() => void) | null = null;
   /** @internal What the operation is, for error messages. */
@@ -98,6 +107,10 @@ export class Request<T = void> implements PromiseLike<T> {
    */
   cancel(): void {
     if (this.completed) return;
+    if (this._cancelFallback !== null) {
+      this._cancelFallback();
+      return;
+    }
     if (this._handle !== null && this.#host !== null) this.#host._cancelRequest(this._handle);
   }
 
@@ -129,7 +142,12 @@ export class Request<T = void> implements PromiseLike<T> {
 
   /** @internal Completes with a UCS status and the raw completion data. */
   _settle(status: number, length: number, tag: bigint): void {
-    if (this.#status !== UCS_INPROGRESS) return;
+    if (this.#status !== UCS_INPROGRESS) {
+      const late = this._late;
+      this._late = null;
+      late?.(status, length);
+      return;
+    }
     if (status === UCS_OK) {
       this.#status = UCS_OK;
       switch (this.#kind) {
@@ -137,7 +155,7 @@ export class Request<T = void> implements PromiseLike<T> {
           this.#value = { length, senderTag: tag } as T;
           break;
         case ResultKind.Length:
-          this.#value = length as T;
+          this.#value = (this._lengthBase + length) as T;
           break;
         case ResultKind.Reply32: {
           const reply = this._reply as Uint8Array;
@@ -180,7 +198,7 @@ export class Request<T = void> implements PromiseLike<T> {
   _bindSignal(signal: AbortSignal | undefined): void {
     if (signal === undefined || this.completed) return;
     const onAbort = (): void => {
-      if (this._handle !== null) this.cancel();
+      if (this._handle !== null || this._cancelFallback !== null) this.cancel();
       else this._abandon('aborted');
     };
     signal.addEventListener('abort', onAbort, { once: true });
@@ -190,6 +208,7 @@ export class Request<T = void> implements PromiseLike<T> {
   #finish(): void {
     this.#keep = undefined;
     this._reply = null;
+    this._cancelFallback = null;
     if (this._unbind !== null) {
       this._unbind();
       this._unbind = null;

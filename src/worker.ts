@@ -20,6 +20,7 @@ import { asBytes, byteLengthOf, toTag, type BufferSource } from './internal/byte
 import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
 import { resolveSockaddr } from './internal/sockaddr.js';
+import { validateWorkerAddress } from './internal/worker-address.js';
 import type { Context } from './context.js';
 import { Endpoint, type EndpointOptions } from './endpoint.js';
 import { Listener, type ListenerOptions } from './listener.js';
@@ -398,10 +399,12 @@ export class Worker implements RequestHost {
     const handle = this._live('Worker');
     const bytes = asBytes(address, 'worker address');
     if (bytes.byteLength === 0) throw new RangeError('worker address is empty');
+    const checked = new Uint8Array(bytes); // UCX trusts it: validate, and pass, a copy nobody can change
+    validateWorkerAddress(checked);
     return Endpoint._create(this, handle, options, (params) => {
       params
         .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_REMOTE_ADDRESS)
-        .setPtr('address', addressOf(bytes));
+        .setPtr('address', addressOf(checked));
     }, 'worker address');
   }
 

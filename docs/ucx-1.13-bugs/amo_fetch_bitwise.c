@@ -1,3 +1,6 @@
+/* UCX 1.13.1: fetching AND/OR/XOR over shared memory use the wrong operand.
+ * gcc amo_fetch_bitwise.c -lucp -lucs && UCX_TLS=sm ./a.out   -> "and fetch: old 12 now 12" (expected 8)
+ * UCX_TLS=tcp ./a.out gives the right answers. ucxx-ts builds these ops from fetch-add and cswap. */
 #include <ucp/api/ucp.h>
 #include <stdio.h>
 #include <string.h>
