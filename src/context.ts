@@ -107,6 +107,7 @@ export class Context {
       );
       this.#handle = contextOut.ptr();
       this.#config = config;
+      trackForExit(this);
       // ucp_config_modify keeps names it does not know for the transports, which silently ignore the
       // unknown ones: check every name against all the tables UCX registered (loaded with the context).
       const known = knownOptions();
@@ -198,6 +199,14 @@ export class Context {
     this.#cleanupIfDone();
   }
 
+  /**
+   * @internal At process exit: stop everything that could call into JavaScript from UCX's threads
+   * (listeners, workers) synchronously. Memory stays mapped: later exit handlers may still read views.
+   */
+  _teardownAtExit(): void {
+    for (const worker of [...this.#workers]) worker._teardownAtExit();
+  }
+
   #cleanupIfDone(): void {
     if (this.#closing === undefined || this.#pendingUnmaps > 0 || this.#handle === null) return;
     if (this.#workers.size > 0 || this.#memoryHandles.size > 0) return;
@@ -206,6 +215,7 @@ export class Context {
     ucx().ucp_cleanup(handle);
     if (this.#config !== null) ucx().ucp_config_release(this.#config);
     this.#config = null;
+    liveContexts.delete(this);
   }
 
   /** @internal */
@@ -295,4 +305,21 @@ function knownOptions(): Set<string> {
     knownOptionNames = new Set(Object.keys(parseConfigLines(text)));
   }
   return knownOptionNames;
+}
+
+/**
+ * Contexts not yet cleaned up. A process that exits with UCX objects still open (forgotten, or
+ * process.exit() called) must not let UCX's async thread call a JavaScript callback while Node tears the
+ * isolate down: that crashed the process at exit. The 'exit' hook stops listeners and workers first.
+ */
+const liveContexts = new Set<Context>();
+let exitHookInstalled = false;
+
+function trackForExit(context: Context): void {
+  liveContexts.add(context);
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const live of liveContexts) live._teardownAtExit();
+  });
 }

@@ -696,6 +696,23 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     return true;
   }
 
+  /** @internal Process exit: keys, then a forced close; returns the close request (null when done). */
+  _forceCloseAtExit(): AnyRequest | null {
+    const handle = this.#handle;
+    if (handle === null || this.#state === 'closed') return null;
+    for (const key of [...this.#keys]) key.close();
+    this.#state = 'closed';
+    this.#handle = null;
+    endpoints.delete(this.#id);
+    const worker = this.#worker;
+    const request = worker._newRequest<void>(ResultKind.Void, 'endpoint close', null);
+    const param = worker._params.close.buffer;
+    param.writeUInt32LE(request._id, REQ.user_data);
+    // FORCE needs peer error handling (UCX refuses it on a NONE-mode endpoint).
+    param.writeUInt32LE(this.#errorHandling ? Number(K.UCP_EP_CLOSE_FLAG_FORCE) : 0, REQ.flags);
+    return worker._track(request, ucx().ucp_ep_close_nbx(handle, param));
+  }
+
   /** @internal Called (from inside progress) when UCX reports the peer failed. */
   _onPeerError(status: number): void {
     if (this.#state !== 'open') return;

@@ -175,6 +175,30 @@ export class Worker implements RequestHost {
   }
 
   /**
+   * Progresses synchronously until `request` completes, blocking the event loop meanwhile: the lowest
+   * latency there is (no event-loop round trip per operation), for code that owns its thread, such as a
+   * benchmark or a compute loop. Throws TimedOutError after `timeoutMs` (default: no limit).
+   *
+   * ```ts
+   * const req = endpoint.memPut(data, key);
+   * if (!req.completed) worker.progressUntil(req);
+   * ```
+   */
+  progressUntil(request: { readonly completed: boolean }, timeoutMs = Infinity): void {
+    this._live('Worker');
+    if (request.completed) return;
+    const deadline = timeoutMs === Infinity ? Infinity : performance.now() + timeoutMs;
+    const engine = this.#engine;
+    let spins = 0;
+    while (!request.completed) {
+      engine.progress();
+      if ((++spins & 1023) === 0 && performance.now() > deadline) {
+        throw errorFromStatus(-20, `progressUntil: not completed after ${timeoutMs} ms`);
+      }
+    }
+  }
+
+  /**
    * The worker's address: the bytes a peer passes to `connectToAddress()`.
    *
    * ```ts
@@ -440,6 +464,31 @@ export class Worker implements RequestHost {
     this.#handle = null;
     ucx().ucp_worker_destroy(handle);
     this.#context._workerClosed(this);
+  }
+
+  /**
+   * @internal See Context._teardownAtExit: synchronous, for the 'exit' event only. UCX's async thread
+   * keeps serving a live worker while the libraries are torn down at exit, and crashes; destroying the
+   * worker outright with operations pending makes UCX 1.13 abort ("pending request ... should have been
+   * flushed"). So: listeners, then a forced close of every endpoint (which purges its pending requests)
+   * progressed for a bounded time, then the worker.
+   */
+  _teardownAtExit(): void {
+    const handle = this.#handle;
+    if (handle === null) return;
+    for (const listener of [...this.#listeners]) listener.close();
+    const closing = [...this.#endpoints].map((endpoint) => endpoint._forceCloseAtExit());
+    const deadline = performance.now() + 500;
+    while (closing.some((request) => request !== null && !request.completed) && performance.now() < deadline) {
+      this.#engine.progress();
+    }
+    this.#engine.close();
+    for (const request of [...this.#inflight]) {
+      this.#releaseId(request);
+      request._abandon('the process is exiting');
+    }
+    this.#handle = null;
+    ucx().ucp_worker_destroy(handle);
   }
 
   // ---- internals shared with Endpoint and Listener -------------------------------------------------

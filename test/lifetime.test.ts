@@ -125,6 +125,17 @@ describe('process lifetime', () => {
     assert.equal(result.status, 0, result.stderr);
   });
 
+  test('exiting while a connection is being set up does not crash (UCX async thread at exit)', () => {
+    for (let i = 0; i < 3; i++) {
+      const result = spawnSync(process.execPath, [path.join(PEERS, 'forgotten.js'), '{"mode":"connecting"}'], {
+        encoding: 'utf8', timeout: 30_000,
+      });
+      assert.equal(result.signal, null, `killed by ${result.signal}: ${result.stderr}`);
+      assert.equal(result.status, 13, `exit status (13: unsettled top-level await); stderr: ${result.stderr}`);
+      assert.doesNotMatch(result.stderr, /Caught signal|Bug:/);
+    }
+  });
+
   test('a view of UCX-allocated memory is safe to touch after close', () => {
     const result = spawnSync(process.execPath, ['--expose-gc', path.join(PEERS, 'view-after-close.js')], {
       encoding: 'utf8', timeout: 30_000,

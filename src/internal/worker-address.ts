@@ -46,9 +46,15 @@
  *         [ep addresses]       when HAS_EP_ADDR: { u8 len, len bytes, u8 lane | LAST 0x80 }...
  *                              (never in a worker address: refused here)
  *
- * Unified mode (UCX_UNIFIED_MODE=y on the *receiving* context) packs a different attribute block and
- * takes the lengths from the local interfaces; it cannot be checked without them and is not supported:
- * such addresses are refused (see the report in test/worker-address.test.ts).
+ * Unified mode (UCX_UNIFIED_MODE=y, which must then be set on every peer) packs a 5-byte
+ * { rsc_index | flags, f32 lat_ovh } block instead of the attributes and no interface address lengths:
+ * the receiver takes them from its own interface of that resource index. That cannot be checked from
+ * the bytes alone, so it is not supported: genuine unified addresses fail these checks (refused), and a
+ * context in unified mode reads addresses accepted here with its own lengths.
+ *
+ * Passing these checks says the address is well-formed, not that it is honest: its content (a tcp
+ * host:port, a shared-memory segment id, a pid) still names whatever the peer chose, and UCX's
+ * transports trust the peer they then talk to.
  */
 
 /** Thrown for a worker address that is not shaped like one `ucp_worker_query` packs. */

@@ -7,6 +7,16 @@
 import { Context, createRemoteKeyFromSerialized } from 'ucxx-ts';
 
 const mode = (JSON.parse(process.argv[2] ?? '{}') as { mode?: string }).mode ?? 'natural';
+if (mode === 'connecting') {
+  // A manual worker whose progress timer does not hold the process: it exits (status 13, an unsettled
+  // top-level await) while a connection is half set up and UCX's async thread is serving it.
+  const context = new Context();
+  const worker = context.createWorker({ progressMode: 'manual' });
+  setInterval(() => worker.progress(), 1).unref();
+  const listener = worker.listen({ host: '127.0.0.1', port: 0 });
+  await Promise.all([worker.connect('127.0.0.1', listener.port), listener[Symbol.asyncIterator]().next()]);
+  console.log('forgotten: unexpectedly connected');
+}
 const context = new Context();
 const worker = context.createWorker();
 const region = context.createMemoryHandle(1 << 16);

@@ -1,0 +1,556 @@
+#!/usr/bin/env node
+/**
+ * ucxx-perf: ucx_perftest for ucxx-ts.
+ *
+ *   ucxx-perf [options]              server: waits for one client at a time
+ *   ucxx-perf HOST [options]         client: runs the test against HOST's server
+ *   ucxx-perf --local [options]      starts a server process and runs the client against it
+ *
+ * Every byte goes through ucxx-ts (and so libucp); the server and the client agree on the test with a
+ * tag message. See docs/performance.md for what each test measures.
+ */
+import { fork } from 'node:child_process';
+import { parseArgs } from 'node:util';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import {
+  Context, createRemoteKeyFromSerialized, type Endpoint, type MemoryHandle, type RemoteKey, type Request, type Worker,
+} from 'ucxx-ts';
+
+const TESTS = [
+  'put_lat', 'put_bw', 'get_lat', 'get_bw', 'tag_lat', 'tag_bw', 'stream_bw', 'am_lat', 'am_bw', 'atomic_lat',
+  'atomic_rate',
+] as const;
+type Test = (typeof TESTS)[number];
+type Mode = 'event' | 'polling' | 'spin';
+
+interface Plan {
+  test: Test;
+  sizes: number[];
+  iterations: number;
+  warmup: number;
+  outstanding: number;
+  memory: 'allocated' | 'registered';
+  progress: Mode;
+}
+
+interface Result {
+  tool: 'ucxx-perf';
+  test: Test;
+  size: number;
+  iterations: number;
+  latency_us: { p50: number; avg: number; p99: number };
+  bandwidth_MBps: number;
+  message_rate: number;
+  memory: string;
+  progress: Mode;
+}
+
+const USAGE = `usage: ucxx-perf [HOST] [options]   (no HOST: server; --local: both)
+  -t, --test NAME         ${TESTS.join(' ')}  (default put_lat)
+  -s, --size SIZES        a list (8,4K,1M) or a range of powers of two (8:64M); default 8
+  -n, --iterations N      measured iterations per size (default: by test and size)
+  -w, --warmup N          warm-up iterations (default: n/10, at least 10)
+  -m, --memory KIND       allocated (UCX allocates the target region) | registered (default allocated)
+  -P, --progress MODE     spin (synchronous busy-poll) | polling | event (default spin)
+  -O, --outstanding N     operations in flight before waiting (bandwidth tests, default 16)
+  -p, --port N            server port (default 13337; 0 with --local picks one)
+      --local             run a server in a child process and the client here
+      --json              one JSON object per size instead of the table
+  -h, --help              this text`;
+
+class UsageError extends Error {}
+
+function parseSize(text: string): number {
+  const match = /^(\d+)([kKmMgG]?)[bB]?$/.exec(text.trim());
+  if (match === null) throw new UsageError(`bad size: ${JSON.stringify(text)}`);
+  const unit = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[(match[2] ?? '').toLowerCase()] ?? 1;
+  const size = Number(match[1]) * unit;
+  if (!Number.isSafeInteger(size) || size > 1024 ** 3) throw new UsageError(`size out of range: ${text}`);
+  return size;
+}
+
+function parseSizes(text: string): number[] {
+  if (text.includes(':')) {
+    const [lo, hi] = text.split(':').map(parseSize) as [number, number];
+    if (lo < 1 || hi < lo) throw new UsageError(`bad size range: ${text}`);
+    const sizes: number[] = [];
+    for (let s = lo; s <= hi; s *= 2) sizes.push(s);
+    return sizes;
+  }
+  return text.split(',').map(parseSize);
+}
+
+function positive(text: string | undefined, what: string, fallback: number): number {
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < 0) throw new UsageError(`${what} must be a non-negative integer, got ${text}`);
+  return n;
+}
+
+function parseCommandLine(argv: string[]): { host?: string; local: boolean; json: boolean; port: number; plan: Plan; iterationsGiven: boolean } {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      test: { type: 'string', short: 't' },
+      size: { type: 'string', short: 's' },
+      iterations: { type: 'string', short: 'n' },
+      warmup: { type: 'string', short: 'w' },
+      memory: { type: 'string', short: 'm' },
+      progress: { type: 'string', short: 'P' },
+      outstanding: { type: 'string', short: 'O' },
+      port: { type: 'string', short: 'p' },
+      local: { type: 'boolean' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help === true) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  if (positionals.length > 1) throw new UsageError(`one HOST at most, got ${positionals.join(' ')}`);
+  const test = (values.test ?? 'put_lat') as Test;
+  if (!TESTS.includes(test)) throw new UsageError(`unknown test ${test}; one of ${TESTS.join(' ')}`);
+  const memory = values.memory ?? 'allocated';
+  if (memory !== 'allocated' && memory !== 'registered') throw new UsageError(`memory must be allocated or registered`);
+  const progress = (values.progress ?? 'spin') as Mode;
+  if (!['spin', 'polling', 'event'].includes(progress)) throw new UsageError('progress must be spin, polling or event');
+  const sizes = parseSizes(values.size ?? '8');
+  const iterations = positive(values.iterations, 'iterations', 0);
+  const outstanding = Math.max(1, positive(values.outstanding, 'outstanding', 16));
+  const port = positive(values.port, 'port', values.local === true ? 0 : 13337);
+  if (port > 65535) throw new UsageError('port must be <= 65535');
+  const warmup = positive(values.warmup, 'warmup', -1);
+  const host = positionals[0];
+  if (host !== undefined && values.local === true) throw new UsageError('--local runs its own server: no HOST');
+  return {
+    ...(host === undefined ? {} : { host }),
+    local: values.local === true,
+    json: values.json === true,
+    port,
+    iterationsGiven: iterations > 0,
+    plan: { test, sizes, iterations, warmup, outstanding, memory, progress },
+  };
+}
+
+/** Default iterations: enough for a stable figure, bounded by bytes moved. */
+function iterationsFor(plan: Plan, size: number): number {
+  if (plan.iterations > 0) return plan.iterations;
+  const latency = plan.test.endsWith('_lat');
+  const cap = latency ? 20_000 : 100_000;
+  const byBytes = Math.floor((latency ? 256 : 2048) * 1024 * 1024 / Math.max(size, 1));
+  return Math.max(latency ? 50 : 20, Math.min(cap, byBytes));
+}
+
+function warmupFor(plan: Plan, iterations: number): number {
+  return plan.warmup >= 0 ? plan.warmup : Math.max(10, Math.floor(iterations / 10));
+}
+
+// ---- shared set-up ----------------------------------------------------------------------------------
+
+const PLAN_TAG = 0x5045524600000001n; // client -> server: the plan (JSON)
+const KEY_TAG = 0x5045524600000002n; // server -> client: serialized key
+const ACK_TAG = 0x5045524600000003n; // server -> client: a bandwidth phase is received
+const PING_TAG = 0x5045524600000004n;
+const PONG_TAG = 0x5045524600000005n;
+const AM_PING = 101;
+const AM_PONG = 102;
+const DONE_TAG = 0x5045524600000006n;
+
+/**
+ * 'spin' creates its context without the wakeup feature and progresses by hand: with wakeup, UCX's
+ * shared-memory transport signals an armed peer through a socket on every message, which costs
+ * microseconds that a busy-polling peer does not need.
+ */
+function open(mode: Mode): { context: Context; worker: Worker } {
+  const context = mode === 'spin'
+    ? new Context({ features: ['tag', 'stream', 'am', 'rma', 'amo32', 'amo64'] })
+    : new Context();
+  const worker = context.createWorker({ progressMode: mode === 'spin' ? 'manual' : mode });
+  if (mode === 'spin') {
+    // Between measurements (connecting, exchanging the plan) something must progress the manual
+    // worker; during a measurement the synchronous spin blocks this timer out.
+    const pump = setInterval(() => {
+      if (worker.closed) clearInterval(pump);
+      else worker.progress();
+    }, 1);
+  }
+  return { context, worker };
+}
+
+/**
+ * Waits for a request the fastest way the mode allows: 'spin' progresses synchronously and returns
+ * nothing to await (a completed request costs no Promise); the others await the request.
+ */
+function waiter(worker: Worker, mode: Mode): (request: Request<unknown>) => Promise<unknown> | undefined {
+  if (mode === 'spin') {
+    return (request) => {
+      if (!request.completed) worker.progressUntil(request);
+      if (request.error !== undefined) throw request.error;
+      return undefined;
+    };
+  }
+  return (request) => (request.completed && request.error === undefined ? undefined : Promise.resolve(request));
+}
+
+function regionSize(plan: Plan): number {
+  return Math.max(4096, ...plan.sizes) ;
+}
+
+// ---- server -----------------------------------------------------------------------------------------
+
+async function serve(port: number, mode: Mode, onListening?: (port: number) => void): Promise<void> {
+  const { context, worker } = open(mode);
+  const listener = worker.listen({ port });
+  onListening?.(listener.port);
+  if (onListening === undefined) console.error(`ucxx-perf: server listening on port ${listener.port}`);
+  for await (const endpoint of listener) {
+    try {
+      await serveOne(context, worker, endpoint);
+    } catch (err) {
+      console.error(`ucxx-perf server: ${String(err)}`);
+    }
+    await endpoint.close();
+    if (onListening !== undefined) break; // --local: one client
+  }
+  await context.close();
+}
+
+async function serveOne(context: Context, worker: Worker, endpoint: Endpoint): Promise<void> {
+  const planBuffer = new Uint8Array(4096);
+  const planInfo = await worker.tagRecv(planBuffer, PLAN_TAG);
+  const plan = JSON.parse(Buffer.from(planBuffer.subarray(0, planInfo.length)).toString()) as Plan & { counts: number[] };
+  const size = regionSize(plan);
+  const region: MemoryHandle = plan.memory === 'registered'
+    ? context.createMemoryHandle(size, new Uint8Array(size))
+    : context.createMemoryHandle(size);
+  await endpoint.tagSend(region.createRemoteKey().serialize(), KEY_TAG);
+  const wait = waiter(worker, plan.progress);
+  if (plan.test === 'am_lat') {
+    worker.setAmHandler(AM_PING, (message) => {
+      void message.replyEndpoint?.amSend(AM_PONG, null, message.data ?? new Uint8Array(0));
+    });
+  }
+  let amReceived = 0;
+  if (plan.test === 'am_bw') {
+    worker.setAmHandler(AM_PING, (message) => {
+      if (message.rendezvous) void message.receive().then(() => amReceived++);
+      else amReceived++;
+    });
+  }
+  for (const [i, s] of plan.sizes.entries()) {
+    const total = plan.counts[i] as number;
+    const buffer = new Uint8Array(Math.max(s, 1));
+    switch (plan.test) {
+      case 'tag_lat':
+        for (let k = 0; k < total; k++) {
+          await wait(worker.tagRecv(buffer.subarray(0, s), PING_TAG));
+          await wait(endpoint.tagSend(buffer.subarray(0, s), PONG_TAG));
+        }
+        break;
+      case 'tag_bw': {
+        const window: Request<unknown>[] = [];
+        for (let k = 0; k < total; k++) {
+          window.push(worker.tagRecv(buffer.subarray(0, s), PING_TAG));
+          if (window.length >= plan.outstanding) await wait(window.shift() as Request<unknown>);
+        }
+        for (const r of window) await wait(r);
+        await wait(endpoint.tagSend(new Uint8Array(1), ACK_TAG));
+        break;
+      }
+      case 'stream_bw':
+        for (let k = 0; k < total; k++) await wait(endpoint.streamRecv(buffer.subarray(0, s), { waitAll: true }));
+        await wait(endpoint.tagSend(new Uint8Array(1), ACK_TAG));
+        break;
+      case 'am_bw':
+        while (amReceived < total) {
+          if (plan.progress === 'spin') worker.progress();
+          else await new Promise((resolve) => setImmediate(resolve));
+        }
+        amReceived = 0;
+        await wait(endpoint.tagSend(new Uint8Array(1), ACK_TAG));
+        break;
+      default:
+        break; // RMA, atomics and am_lat need nothing from the server's code: UCX (and the handler) do it
+    }
+  }
+  await worker.tagRecv(new Uint8Array(1), DONE_TAG);
+  worker.setAmHandler(AM_PING, null);
+  region.close();
+}
+
+// ---- client -----------------------------------------------------------------------------------------
+
+async function runClient(host: string, port: number, plan: Plan, json: boolean): Promise<Result[]> {
+  const { context, worker } = open(plan.progress);
+  const results: Result[] = [];
+  try {
+    const endpoint = await worker.connect(host, port);
+    const counts = plan.sizes.map((s) => iterationsFor(plan, s));
+    const warmups = counts.map((n) => warmupFor(plan, n));
+    const totals = counts.map((n, i) => n + (warmups[i] as number));
+    await endpoint.tagSend(Buffer.from(JSON.stringify({ ...plan, counts: totals })), PLAN_TAG);
+    const keyBuffer = new Uint8Array(1024);
+    const info = await worker.tagRecv(keyBuffer, KEY_TAG);
+    const key = createRemoteKeyFromSerialized(endpoint, keyBuffer.subarray(0, info.length));
+    const progressBar = !json && process.stderr.isTTY === true ? new ProgressBar(plan.sizes.length) : null;
+    if (!json) printHeader(plan);
+    for (const [i, size] of plan.sizes.entries()) {
+      const result = await measure(plan, worker, endpoint, key, size, counts[i] as number, warmups[i] as number);
+      results.push(result);
+      progressBar?.tick();
+      if (json) console.log(JSON.stringify(result));
+      else printRow(result);
+    }
+    await endpoint.tagSend(new Uint8Array(1), DONE_TAG);
+    await endpoint.flush();
+    key.close();
+    await endpoint.close();
+  } finally {
+    await context.close();
+  }
+  return results;
+}
+
+async function measure(
+  plan: Plan, worker: Worker, endpoint: Endpoint, key: RemoteKey, size: number, iterations: number, warmup: number,
+): Promise<Result> {
+  const wait = waiter(worker, plan.progress);
+  const data = new Uint8Array(Math.max(size, 8)).fill(0x5a).subarray(0, size);
+  const samples = new Float64Array(iterations);
+  const test = plan.test;
+  const total = iterations + warmup;
+  let start = 0;
+  const latencyTest = test.endsWith('_lat');
+  // Latency tests: one operation at a time, timed one by one.
+  if (latencyTest) {
+    // am_lat: the pong handler runs inside progress and just counts.
+    let pongs = 0;
+    let onPong: (() => void) | null = null;
+    if (test === 'am_lat') {
+      worker.setAmHandler(AM_PONG, () => {
+        pongs++;
+        onPong?.();
+      });
+    }
+    for (let k = 0; k < total; k++) {
+      const t0 = performance.now();
+      switch (test) {
+        case 'put_lat':
+          await wait(endpoint.memPut(data, key, 0));
+          await wait(endpoint.flush());
+          break;
+        case 'get_lat':
+          await wait(endpoint.memGet(data, key, 0));
+          break;
+        case 'tag_lat': {
+          const pong = worker.tagRecv(data, PONG_TAG);
+          await wait(endpoint.tagSend(data, PING_TAG));
+          await wait(pong);
+          break;
+        }
+        case 'am_lat': {
+          const target = pongs + 1;
+          const sent = endpoint.amSend(AM_PING, null, data, { reply: true });
+          if (plan.progress === 'spin') {
+            while (pongs < target) worker.progress();
+            await wait(sent);
+          } else {
+            await wait(sent);
+            if (pongs < target) await new Promise<void>((resolve) => { onPong = resolve; });
+            onPong = null;
+          }
+          break;
+        }
+        case 'atomic_lat':
+          await wait(endpoint.fetchAdd(key, 0, 1n));
+          break;
+        default:
+          break;
+      }
+      if (k >= warmup) samples[k - warmup] = (performance.now() - t0) * 1000;
+    }
+    if (test === 'am_lat') worker.setAmHandler(AM_PONG, null);
+    // ucx_perftest reports half the round trip for ping-pong tests.
+    const half = test === 'tag_lat' || test === 'am_lat' ? 0.5 : 1;
+    for (let k = 0; k < samples.length; k++) samples[k] = (samples[k] as number) * half;
+    return summarize(plan, size, samples, null);
+  }
+  // Bandwidth and rate tests: `outstanding` operations in flight, then wait; the whole run is timed.
+  const window: Request<unknown>[] = [];
+  const ackBuffer = new Uint8Array(1);
+  for (let k = 0; k < total; k++) {
+    if (k === warmup) {
+      for (const r of window.splice(0)) await wait(r);
+      if (test === 'put_bw' || test === 'get_bw' || test === 'atomic_rate') await wait(endpoint.flush());
+      start = performance.now();
+    }
+    switch (test) {
+      case 'put_bw':
+        window.push(endpoint.memPut(data, key, 0));
+        break;
+      case 'get_bw':
+        window.push(endpoint.memGet(data, key, 0));
+        break;
+      case 'tag_bw':
+        window.push(endpoint.tagSend(data, PING_TAG));
+        break;
+      case 'stream_bw':
+        window.push(endpoint.streamSend(data));
+        break;
+      case 'am_bw':
+        window.push(endpoint.amSend(AM_PING, null, data));
+        break;
+      case 'atomic_rate':
+        window.push(endpoint.atomic('add', key, 0, 1n));
+        break;
+      default:
+        break;
+    }
+    if (window.length >= plan.outstanding) {
+      if (test === 'put_bw' || test === 'atomic_rate') {
+        await wait(endpoint.flush());
+        window.length = 0;
+      } else {
+        // Requests complete in order per endpoint; waiting for the oldest keeps `outstanding` in flight.
+        const pending = window.filter((r) => !r.completed);
+        window.length = 0;
+        window.push(...pending);
+        if (window.length >= plan.outstanding) await wait(window.shift() as Request<unknown>);
+      }
+    }
+  }
+  for (const r of window) await wait(r);
+  if (test === 'put_bw' || test === 'get_bw' || test === 'atomic_rate') await wait(endpoint.flush());
+  if (test === 'tag_bw' || test === 'stream_bw' || test === 'am_bw') await wait(worker.tagRecv(ackBuffer, ACK_TAG));
+  const seconds = (performance.now() - start) / 1000;
+  return summarize(plan, size, null, { seconds, iterations });
+}
+
+function summarize(plan: Plan, size: number, samples: Float64Array | null, run: { seconds: number; iterations: number } | null): Result {
+  let p50: number;
+  let avg: number;
+  let p99: number;
+  let iterations: number;
+  if (samples !== null) {
+    const sorted = Float64Array.from(samples).sort();
+    iterations = sorted.length;
+    p50 = sorted[Math.floor(iterations * 0.5)] as number;
+    p99 = sorted[Math.min(iterations - 1, Math.floor(iterations * 0.99))] as number;
+    avg = sorted.reduce((a, b) => a + b, 0) / iterations;
+  } else {
+    const r = run as { seconds: number; iterations: number };
+    iterations = r.iterations;
+    avg = (r.seconds * 1e6) / iterations;
+    p50 = avg;
+    p99 = avg;
+  }
+  const perOpSeconds = avg / 1e6;
+  return {
+    tool: 'ucxx-perf',
+    test: plan.test,
+    size,
+    iterations,
+    latency_us: { p50: round(p50), avg: round(avg), p99: round(p99) },
+    bandwidth_MBps: round(size / perOpSeconds / 1e6),
+    message_rate: Math.round(1 / perOpSeconds),
+    memory: plan.memory,
+    progress: plan.progress,
+  };
+}
+
+function round(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
+
+// ---- output -----------------------------------------------------------------------------------------
+
+const COLUMNS = ['size', 'iterations', '50.0%ile (us)', 'average (us)', '99.0%ile (us)', 'bandwidth (MB/s)', 'msg rate (1/s)'];
+
+function printHeader(plan: Plan): void {
+  console.log(`ucxx-perf ${plan.test}: memory ${plan.memory}, progress ${plan.progress}, outstanding ${plan.outstanding}`);
+  console.log(COLUMNS.map((c) => c.padStart(16)).join(''));
+}
+
+function printRow(r: Result): void {
+  const cells = [
+    String(r.size), String(r.iterations), r.latency_us.p50.toFixed(3), r.latency_us.avg.toFixed(3),
+    r.latency_us.p99.toFixed(3), r.bandwidth_MBps.toFixed(2), String(r.message_rate),
+  ];
+  console.log(cells.map((c) => c.padStart(16)).join(''));
+}
+
+class ProgressBar {
+  #done = 0;
+  readonly #total: number;
+  readonly #started = performance.now();
+  constructor(total: number) {
+    this.#total = total;
+  }
+  tick(): void {
+    this.#done++;
+    if (performance.now() - this.#started < 1000 && this.#done < this.#total) return;
+    const width = 30;
+    const filled = Math.round((this.#done / this.#total) * width);
+    process.stderr.write(`\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${this.#done}/${this.#total}`);
+    if (this.#done === this.#total) process.stderr.write('\n');
+  }
+}
+
+// ---- main -------------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  if (process.argv[2] === '--serve-child') {
+    const port = Number(process.argv[3]);
+    await serve(port, (process.argv[4] ?? 'spin') as Mode, (bound) => process.send?.({ port: bound }));
+    process.exit(0);
+  }
+  let options;
+  try {
+    options = parseCommandLine(process.argv.slice(2));
+  } catch (err) {
+    if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true) {
+      console.error(`ucxx-perf: ${(err as Error).message}\n${USAGE}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  if (options.local) {
+    const child = fork(fileURLToPath(import.meta.url), ['--serve-child', String(options.port), options.plan.progress], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const killer = setTimeout(() => child.kill('SIGKILL'), 10 * 60 * 1000);
+    killer.unref();
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        child.once('message', (m: { port: number }) => resolve(m.port));
+        child.once('exit', (code) => reject(new Error(`the server exited early (status ${code})`)));
+      });
+      await runClient('127.0.0.1', port, options.plan, options.json);
+      await new Promise<void>((resolve) => {
+        if (child.exitCode !== null) resolve();
+        else child.once('exit', () => resolve());
+        setTimeout(() => {
+          child.kill('SIGKILL');
+          resolve();
+        }, 10_000).unref();
+      });
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+    return;
+  }
+  if (options.host === undefined) {
+    await serve(options.port, options.plan.progress);
+    return;
+  }
+  await runClient(options.host, options.port, options.plan, options.json);
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(`ucxx-perf: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
+    process.exit(1);
+  },
+);
