@@ -130,6 +130,19 @@ export class Listener implements AsyncIterable<Endpoint> {
       // ucp_ep_create consumed the request; nothing to hand out.
       return;
     }
+    // Hand the endpoint out once its wireup is complete: with UCX_MM_ERROR_HANDLING=y, UCX 1.13 mishandles
+    // sends of 101 B to 8 KiB posted before that (InvalidParamError, or a crash inside UCX).
+    endpoint.flush().then(
+      () => this.#deliver(endpoint),
+      () => void endpoint.close(),
+    );
+  }
+
+  #deliver(endpoint: Endpoint): void {
+    if (this.#handle === null) {
+      void endpoint.close();
+      return;
+    }
     this.#onConnection?.(endpoint);
     const waiter = this.#waiting.shift();
     if (waiter !== undefined) waiter({ value: endpoint, done: false });

@@ -9,7 +9,8 @@
  *         interop_peer client HOST PORT API SIZE...    connect to HOST:PORT
  *         API is tag, stream or am; SIZE... the message sizes in bytes, message k has size SIZE[k].
  * Result: "OK ..." on stdout and exit 0, or one "FAIL <what>" line and exit 1. An alarm ends the
- *         program with "FAIL timeout ..." after TIMEOUT_S seconds, so it never hangs.
+ *         program with "FAIL timed out ... in phase: <phase>" after TIMEOUT_S seconds, so it never
+ *         hangs; the test sends SIGALRM itself when it gives up, to learn the phase.
  *
  * The pattern (identical in test/interop.test.ts): byte i of a message with seed s is
  *     (uint8_t)((i * 131 + s * 7 + (i >> 8)) ^ (i >> 16))
@@ -98,6 +99,7 @@ static int am_verified;
 static int am_eager, am_rndv;
 static op_t am_ops[MAX_MESSAGES];
 static uint8_t *am_buffers[MAX_MESSAGES];
+static void *am_requests[MAX_MESSAGES];
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void fail(const char *fmt, ...)
@@ -114,7 +116,7 @@ static void fail(const char *fmt, ...)
 
 static void on_alarm(int sig)
 {
-    static const char head[] = "FAIL timeout after " STR(TIMEOUT_S) " s in phase: ";
+    static const char head[] = "FAIL timed out (SIGALRM: " STR(TIMEOUT_S) " s passed, or the test gave up) in phase: ";
     (void)sig;
     if (write(STDOUT_FILENO, head, sizeof(head) - 1) < 0) _exit(1);
     if (write(STDOUT_FILENO, phase, strlen(phase)) < 0) _exit(1);
@@ -314,7 +316,9 @@ static void run_tag(void)
         memset(&op, 0, sizeof(op));
         ucp_request_param_t param;
         memset(&param, 0, sizeof(param));
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO;
+        /* NO_IMM_CMPL: the callback, not recv_info, reports the sender tag and length. */
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO |
+                             UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
         param.cb.recv = tag_recv_cb;
         param.user_data = &op;
         param.recv_info.tag_info = &op.info;
@@ -362,7 +366,8 @@ static void run_tag(void)
     memset(&op, 0, sizeof(op));
     ucp_request_param_t param;
     memset(&param, 0, sizeof(param));
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO |
+                         UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.cb.recv = tag_recv_cb;
     param.user_data = &op;
     param.recv_info.tag_info = &op.info;
@@ -442,6 +447,10 @@ static void am_data_cb(void *request, ucs_status_t status, size_t length, void *
 static void check_am_done(int k)
 {
     op_t *op = &am_ops[k];
+    if (am_requests[k] != NULL) {
+        ucp_request_free(am_requests[k]);
+        am_requests[k] = NULL;
+    }
     if (op->status != UCS_OK) fail("AM %d: rendezvous receive completed with %s", k, ucs_status_string(op->status));
     if (op->length != sizes[k]) fail("AM %d: rendezvous receive got %zu bytes, expected %zu", k, op->length, sizes[k]);
     verify(am_buffers[k], sizes[k], 1 + 2 * k, "AM (rendezvous)", k);
@@ -475,7 +484,8 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
         memset(am_buffers[k], SLACK_BYTE, length + 1);
         ucp_request_param_t rp;
         memset(&rp, 0, sizeof(rp));
-        rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO;
+        rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO |
+                          UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
         rp.cb.recv_am = am_data_cb;
         rp.user_data = &am_ops[k];
         rp.recv_info.length = &am_ops[k].length;
@@ -487,7 +497,8 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
         } else if (UCS_PTR_IS_ERR(request)) {
             fail("ucp_am_recv_data_nbx %u: %s", k, ucs_status_string(UCS_PTR_STATUS(request)));
         } else {
-            ucp_request_free(request); /* completion is reported through am_data_cb */
+            /* Freed once complete: ucp_request_free before completion would suppress the callback. */
+            am_requests[k] = request;
         }
         /* ucp_am_recv_data_nbx took the descriptor over. */
         return UCS_INPROGRESS;
