@@ -202,6 +202,13 @@ export class AmDispatcher {
   readonly #handlers = new Map<number, AmHandler>();
   readonly #queues = new Map<number, Queue>();
   #closed = false;
+  /** Iterator next() calls waiting for a message. */
+  #waiting = 0;
+
+  /** True while an `amMessages` iterator waits for a message. */
+  get waiting(): boolean {
+    return this.#waiting > 0;
+  }
   /** @internal Rendezvous descriptors not yet received or released (released at close). */
   readonly _pending = new Set<PendingDescriptor>();
 
@@ -249,7 +256,16 @@ export class AmDispatcher {
         const message = queue.messages.shift();
         if (message !== undefined) return Promise.resolve({ value: message, done: false });
         if (this.#queues.get(id) !== queue) return Promise.resolve({ value: undefined, done: true });
-        return new Promise((resolve) => queue.waiters.push(resolve));
+        // A pending next() is a receive in flight: it keeps the process alive until a message comes.
+        return new Promise((resolve) => {
+          this.#waiting++;
+          this.#worker._updateBusy();
+          queue.waiters.push((result) => {
+            this.#waiting--;
+            this.#worker._updateBusy();
+            resolve(result);
+          });
+        });
       },
       return: () => {
         end();

@@ -566,7 +566,9 @@ export class Worker implements RequestHost {
 
   /** @internal */
   _updateBusy(): void {
-    this.#engine.setBusy(this.#inflight.size > 0 || this.#listeners.size > 0, this.#inflight.size > 0);
+    // Before the AM dispatcher exists (during construction) nothing can be waiting on it.
+    const amWaiting = this.#am?.waiting ?? false;
+    this.#engine.setBusy(this.#inflight.size > 0 || this.#listeners.size > 0 || amWaiting, this.#inflight.size > 0);
   }
 
   /** @internal Progresses until `done()` or the deadline; used by close paths in every mode. */

@@ -1,0 +1,26 @@
+/** The examples run as documented and succeed (they are also the README's demo). */
+import { test } from 'node:test';
+import { strict as assert } from 'node:assert';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import * as path from 'node:path';
+
+const EXAMPLES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'examples');
+
+function run(name: string): { status: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(process.execPath, [path.join(EXAMPLES, name)], { encoding: 'utf8', timeout: 90_000 });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+test('the RMA demo verifies every transfer on both sides', () => {
+  const { status, stdout, stderr } = run('rma-demo.js');
+  assert.equal(status, 0, `${stdout}\n${stderr}`);
+  assert.match(stdout, /verified by both processes/);
+  assert.doesNotMatch(stdout, /\bno\b/);
+});
+
+test('the active-message key exchange: the owner sees what the client wrote and counted', () => {
+  const { status, stdout, stderr } = run('am-key-exchange.js');
+  assert.equal(status, 0, `${stdout}\n${stderr}`);
+  assert.match(stdout, /the client wrote "hello from the client" and counted to 10/);
+});
