@@ -58,6 +58,8 @@ export class Request<T = void> implements PromiseLike<T> {
   #keep: unknown;
   /** @internal The slot id carried in user_data; 0 when none. */
   _id = 0;
+  /** @internal Set once ucp_request_free was called on an unfinished request (worker teardown). */
+  _released = false;
   /** @internal The UCX request handle while in flight. */
   _handle: bigint | null = null;
   /** @internal A set that tracks this request until it settles (an endpoint's receives). */

@@ -456,13 +456,8 @@ export class Worker implements RequestHost {
     this.#am.close();
     this.#engine.progress();
     // Whatever UCX did not complete by now never will once the worker is gone.
-    for (const request of [...this.#inflight]) {
-      this.#releaseId(request);
-      request._abandon('the worker was closed');
-    }
     this.#engine.close();
-    this.#handle = null;
-    ucx().ucp_worker_destroy(handle);
+    this.#destroy(handle, 'the worker was closed');
     this.#context._workerClosed(this);
   }
 
@@ -483,12 +478,27 @@ export class Worker implements RequestHost {
       this.#engine.progress();
     }
     this.#engine.close();
-    for (const request of [...this.#inflight]) {
-      this.#releaseId(request);
-      request._abandon('the process is exiting');
+    this.#destroy(handle, 'the process is exiting');
+  }
+
+  /**
+   * Destroys the worker. Requests still in flight are released to UCX first (ucp_request_free marks
+   * them so; UCX 1.13 aborts in ucp_worker_destroy on a request nobody released) and rejected; their
+   * ids stay reserved until the worker is gone, so that a completion UCX delivers meanwhile finds them
+   * and does not free them twice.
+   */
+  #destroy(handle: bigint, reason: string): void {
+    const abandoned = [...this.#inflight];
+    for (const request of abandoned) {
+      if (request._handle !== null) {
+        ucx().ucp_request_free(request._handle);
+        request._released = true;
+      }
+      request._abandon(reason);
     }
     this.#handle = null;
     ucx().ucp_worker_destroy(handle);
+    for (const request of abandoned) this.#releaseId(request);
   }
 
   // ---- internals shared with Endpoint and Listener -------------------------------------------------

@@ -35,7 +35,7 @@ export function post<A extends unknown[]>(fn: (...args: A) => bigint | null, ...
 function complete(handle: bigint | null, id: number, status: number, length: number, tag: bigint): void {
   const request = inflight.get(id);
   inflight.delete(id);
-  if (handle !== null) {
+  if (handle !== null && request?._released !== true) {
     if (posting) freeAfterPost = handle;
     else ucx().ucp_request_free(handle);
   }

@@ -455,7 +455,7 @@ for (let i = 0; i < count; i++) {
   }
   if (trace >= 0) writeSync(trace, `${i} ${kind} ${hex(input)}\n`);
   try {
-    const ep = worker.connectToAddress(input, { closeTimeout: 100 });
+    const ep = worker.connectToAddress(input, { closeTimeout: 500 });
     if (parsed === undefined) die(`input #${i} (${kind}) ${hex(input)} was accepted by connectToAddress only`);
     // A peer failure is reported through 'error' only when listened to; listen so it is not unhandled.
     ep.on('error', () => undefined);
