@@ -74,9 +74,6 @@ const ATOMIC_OPS: Record<AtomicOp, number> = {
   swap: Number(K.UCP_ATOMIC_OP_SWAP),
   cswap: Number(K.UCP_ATOMIC_OP_CSWAP),
 };
-/** ucp_dt_make_contig(4) and (8): the operand width of an atomic. */
-const DATATYPE_U32 = (4n << 3n) | 0n;
-const DATATYPE_U64 = (8n << 3n) | 0n;
 const ATOMIC_POST_MASK = Number(K.UCP_OP_ATTR_FIELD_CALLBACK | K.UCP_OP_ATTR_FIELD_USER_DATA | K.UCP_OP_ATTR_FIELD_DATATYPE);
 const ATOMIC_FETCH_MASK = ATOMIC_POST_MASK | Number(K.UCP_OP_ATTR_FIELD_REPLY_BUFFER);
 
@@ -321,7 +318,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       count = byteLengthOf(buffer, `${what} buffer`);
       param = worker._params.send.buffer;
     }
-    const request = worker._newRequest<void>(ResultKind.Void, what, [buffer, data]);
+    const request = worker._newRequest<void>(ResultKind.Void, what, data === buffer ? buffer : [buffer, data]);
     param.writeUInt32LE(request._id, REQ.user_data);
     const fn = sync ? ucx().ucp_tag_send_sync_nbx : ucx().ucp_tag_send_nbx;
     return worker._track(request, fn(ep, data as Buffer, count, t, param));
@@ -575,9 +572,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     request._reply = reply;
     const param = params.atomic;
     param.buffer.writeUInt32LE(request._id, REQ.user_data);
-    param.setU64('datatype', width === 64 ? DATATYPE_U64 : DATATYPE_U32);
-    param.setU32('op_attr_mask', fetch ? ATOMIC_FETCH_MASK : ATOMIC_POST_MASK);
-    param.setPtr('reply_buffer', reply === null ? null : addressOf(reply));
+    const block = param.buffer;
+    block.writeUInt32LE(width, REQ.datatype); // ucp_dt_make_contig(n) = n << 3: 32 for 4 bytes, 64 for 8
+    block.writeUInt32LE(fetch ? ATOMIC_FETCH_MASK : ATOMIC_POST_MASK, REQ.op_attr_mask);
+    if (reply !== null) block.writeBigUInt64LE(addressOf(reply), REQ.reply_buffer);
     return worker._track(request, ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand, 1, address, rkey, param.buffer));
   }
 

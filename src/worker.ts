@@ -14,7 +14,7 @@ import {
 } from './ffi/index.js';
 import { ClosedError, check, errorFromStatus } from './errors.js';
 import { Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
-import { completionCallbacks, inflight, post } from './internal/completions.js';
+import { beginPost, completionCallbacks, endPost, inflight, post } from './internal/completions.js';
 import { ProgressEngine, type ProgressMode } from './internal/progress-engine.js';
 import { asBytes, byteLengthOf, toTag, type BufferSource } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
@@ -281,7 +281,13 @@ export class Worker implements RequestHost {
     }
     const request = this._newRequest<TagRecvInfo>(ResultKind.TagInfo, 'tagRecv', buffer);
     param.writeUInt32LE(request._id, REQ.user_data);
-    const ptr = post(ucx().ucp_tag_recv_nbx, handle, data as Buffer, count, t, m, param);
+    beginPost();
+    let ptr: Ptr;
+    try {
+      ptr = ucx().ucp_tag_recv_nbx(handle, data as Buffer, count, t, m, param);
+    } finally {
+      endPost();
+    }
     this._track(request, ptr);
     if (!request.completed) {
       if (group !== null) {

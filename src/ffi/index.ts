@@ -63,6 +63,11 @@ export function pollReadable(fd: number, onReadable: () => void): FdPoll {
   return koffi.node.poll(fd, { readable: true }, onReadable);
 }
 
+/** Reads a size_t at `address + offset` in C memory, as a number (sizes stay below 2^53). */
+export function readSize(address: bigint, offset: number): number {
+  return Number(koffi.decode(address, offset, 'size_t') as number | bigint);
+}
+
 /** Reads a little-endian u64 at `address + offset` in C memory. */
 export function readU64(address: bigint, offset: number): bigint {
   return BigInt(koffi.decode(address, offset, 'uint64_t') as number | bigint);

@@ -2,7 +2,7 @@
  * The completion callbacks: one registered C function per kind of completion, dispatching on the slot id
  * that each operation carries in `user_data`. A completed UCX request is released here, exactly once.
  */
-import { layouts, readU64, registerCallback, ucx } from '../ffi/index.js';
+import { layouts, readSize, readU64, registerCallback, ucx } from '../ffi/index.js';
 import type { AnyRequest } from '../request.js';
 import { SlotTable } from './slot-table.js';
 
@@ -16,20 +16,31 @@ export const inflight = new SlotTable<AnyRequest>();
 let posting = false;
 let freeAfterPost: bigint | null = null;
 
-/** Runs one nbx call; a request completed from inside it is freed after it returns. */
-export function post<A extends unknown[]>(fn: (...args: A) => bigint | null, ...args: A): bigint | null {
+/**
+ * Bracket an nbx call posted with UCP_OP_ATTR_FLAG_NO_IMM_CMPL: `beginPost()` before, `endPost()` after
+ * (also when it throws). A request completed from inside the call is freed only once it has returned.
+ * (Two calls instead of a wrapper taking the function and its arguments: no rest/spread per operation.)
+ */
+export function beginPost(): void {
   posting = true;
-  let ptr: bigint | null;
-  try {
-    ptr = fn(...args);
-  } finally {
-    posting = false;
-  }
+}
+
+export function endPost(): void {
+  posting = false;
   if (freeAfterPost !== null) {
     ucx().ucp_request_free(freeAfterPost);
     freeAfterPost = null;
   }
-  return ptr;
+}
+
+/** One nbx call bracketed by beginPost/endPost (for paths where the wrapper's cost does not matter). */
+export function post<A extends unknown[]>(fn: (...args: A) => bigint | null, ...args: A): bigint | null {
+  beginPost();
+  try {
+    return fn(...args);
+  } finally {
+    endPost();
+  }
 }
 
 function complete(handle: bigint | null, id: number, status: number, length: number, tag: bigint): void {
@@ -58,7 +69,7 @@ export function completionCallbacks(): { send: bigint; tagRecv: bigint; streamRe
     }),
     tagRecv: registerCallback('tagRecv', (handle: bigint | null, status: number, info: bigint | null, id: number) => {
       if (info === null) complete(handle, id, status, 0, 0n);
-      else complete(handle, id, status, Number(readU64(info, LENGTH_OFFSET)), readU64(info, TAG_OFFSET));
+      else complete(handle, id, status, readSize(info, LENGTH_OFFSET), readU64(info, TAG_OFFSET));
     }),
     streamRecv: registerCallback('streamRecv', (handle: bigint | null, status: number, length: number, id: number) => {
       complete(handle, id, status, length, 0n);
