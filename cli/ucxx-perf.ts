@@ -228,9 +228,17 @@ async function serveOne(context: Context, worker: Worker, endpoint: Endpoint): P
     : context.createMemoryHandle(size);
   await endpoint.tagSend(region.createRemoteKey().serialize(), KEY_TAG);
   const wait = waiter(worker, plan.progress);
+  // Rendezvous payloads being fetched, and what to do once they are: checked by the loop below (in
+  // 'spin' mode no Promise continuation runs while the loop spins).
+  const fetching: { request: Request<Uint8Array>; then: (data: Uint8Array) => void }[] = [];
   if (plan.test === 'am_lat') {
+    // Echo the payload: eager messages at once, rendezvous ones once fetched.
     worker.setAmHandler(AM_PING, (message) => {
-      void message.replyEndpoint?.amSend(AM_PONG, null, message.data ?? new Uint8Array(0));
+      const reply = message.replyEndpoint;
+      if (reply === null) return;
+      if (message.rendezvous) {
+        fetching.push({ request: message.receive(), then: (data) => void reply.amSend(AM_PONG, null, data) });
+      } else void reply.amSend(AM_PONG, null, message.data ?? new Uint8Array(0));
     });
   }
   let amReceived = 0;
@@ -276,7 +284,18 @@ async function serveOne(context: Context, worker: Worker, endpoint: Endpoint): P
         break; // RMA, atomics and am_lat need nothing from the server's code: UCX (and the handler) do it
     }
   }
-  await worker.tagRecv(new Uint8Array(1), DONE_TAG);
+  // RMA into registered memory, atomics and am_lat are served by this worker's progress: keep
+  // progressing (spinning in 'spin' mode) until the client says it is done.
+  const done = worker.tagRecv(new Uint8Array(1), DONE_TAG);
+  while (!done.completed) {
+    if (plan.progress === 'spin') worker.progress();
+    else await new Promise((resolve) => setImmediate(resolve));
+    while (fetching.length > 0 && (fetching[0] as { request: Request<Uint8Array> }).request.completed) {
+      const next = fetching.shift() as { request: Request<Uint8Array>; then: (data: Uint8Array) => void };
+      const data = await next.request;
+      next.then(data);
+    }
+  }
   worker.setAmHandler(AM_PING, null);
   region.close();
 }
@@ -304,8 +323,9 @@ async function runClient(host: string, port: number, plan: Plan, json: boolean):
       if (json) console.log(JSON.stringify(result));
       else printRow(result);
     }
+    // The server closes its side once it has DONE: flush errors after that are expected, and close()
+    // handles them.
     await endpoint.tagSend(new Uint8Array(1), DONE_TAG);
-    await endpoint.flush();
     key.close();
     await endpoint.close();
   } finally {
@@ -326,11 +346,14 @@ async function measure(
   const latencyTest = test.endsWith('_lat');
   // Latency tests: one operation at a time, timed one by one.
   if (latencyTest) {
-    // am_lat: the pong handler runs inside progress and just counts.
+    // am_lat: the pong handler runs inside progress; it counts, and fetches rendezvous payloads (a
+    // rendezvous send completes only once its receiver fetched it).
     let pongs = 0;
+    let pongData: Request<Uint8Array> | null = null;
     let onPong: (() => void) | null = null;
     if (test === 'am_lat') {
-      worker.setAmHandler(AM_PONG, () => {
+      worker.setAmHandler(AM_PONG, (message) => {
+        pongData = message.rendezvous ? message.receive() : null;
         pongs++;
         onPong?.();
       });
@@ -356,11 +379,13 @@ async function measure(
           const sent = endpoint.amSend(AM_PING, null, data, { reply: true });
           if (plan.progress === 'spin') {
             while (pongs < target) worker.progress();
+            if (pongData !== null) await wait(pongData);
             await wait(sent);
           } else {
-            await wait(sent);
             if (pongs < target) await new Promise<void>((resolve) => { onPong = resolve; });
             onPong = null;
+            if (pongData !== null) await pongData;
+            await wait(sent);
           }
           break;
         }
