@@ -158,6 +158,7 @@ const PONG_TAG = 0x5045524600000005n;
 const AM_PING = 101;
 const AM_PONG = 102;
 const DONE_TAG = 0x5045524600000006n;
+const ADDRESS_TAG = 0x5045524600000007n; // server -> client: its worker address
 
 /**
  * 'spin' creates its context without the wakeup feature and progresses by hand: with wakeup, UCX's
@@ -218,10 +219,17 @@ async function serve(port: number, mode: Mode, onListening?: (port: number) => v
   await context.close();
 }
 
-async function serveOne(context: Context, worker: Worker, endpoint: Endpoint): Promise<void> {
-  const planBuffer = new Uint8Array(4096);
+async function serveOne(context: Context, worker: Worker, control: Endpoint): Promise<void> {
+  const planBuffer = new Uint8Array(8192);
   const planInfo = await worker.tagRecv(planBuffer, PLAN_TAG);
-  const plan = JSON.parse(Buffer.from(planBuffer.subarray(0, planInfo.length)).toString()) as Plan & { counts: number[] };
+  const plan = JSON.parse(Buffer.from(planBuffer.subarray(0, planInfo.length)).toString()) as
+    Plan & { counts: number[]; address: string };
+  // Measurements run on endpoints created from worker addresses, as ucx_perftest's: UCX pairs the two
+  // endpoints the sides create to each other. An endpoint from a listener (the control connection)
+  // goes through UCX's connection-manager layer, which cost ~3 us more per message here.
+  await control.tagSend(Buffer.from(worker.getAddress()), ADDRESS_TAG);
+  const endpoint = worker.connectToAddress(Buffer.from(plan.address, 'hex'));
+  await endpoint.flush();
   const size = regionSize(plan);
   const region: MemoryHandle = plan.memory === 'registered'
     ? context.createMemoryHandle(size, new Uint8Array(size))
@@ -242,9 +250,12 @@ async function serveOne(context: Context, worker: Worker, endpoint: Endpoint): P
     });
   }
   let amReceived = 0;
+  const amFetches: Request<Uint8Array>[] = [];
   if (plan.test === 'am_bw') {
     worker.setAmHandler(AM_PING, (message) => {
-      if (message.rendezvous) void message.receive().then(() => amReceived++);
+      // Rendezvous payloads count once fetched (checked in the loop: no Promise continuation runs
+      // while 'spin' spins).
+      if (message.rendezvous) amFetches.push(message.receive());
       else amReceived++;
     });
   }
@@ -276,6 +287,10 @@ async function serveOne(context: Context, worker: Worker, endpoint: Endpoint): P
         while (amReceived < total) {
           if (plan.progress === 'spin') worker.progress();
           else await new Promise((resolve) => setImmediate(resolve));
+          while (amFetches.length > 0 && (amFetches[0] as Request<Uint8Array>).completed) {
+            amFetches.shift();
+            amReceived++;
+          }
         }
         amReceived = 0;
         await wait(endpoint.tagSend(new Uint8Array(1), ACK_TAG));
@@ -298,6 +313,7 @@ async function serveOne(context: Context, worker: Worker, endpoint: Endpoint): P
   }
   worker.setAmHandler(AM_PING, null);
   region.close();
+  await endpoint.close();
 }
 
 // ---- client -----------------------------------------------------------------------------------------
@@ -306,11 +322,16 @@ async function runClient(host: string, port: number, plan: Plan, json: boolean):
   const { context, worker } = open(plan.progress);
   const results: Result[] = [];
   try {
-    const endpoint = await worker.connect(host, port);
+    const control = await worker.connect(host, port);
     const counts = plan.sizes.map((s) => iterationsFor(plan, s));
     const warmups = counts.map((n) => warmupFor(plan, n));
     const totals = counts.map((n, i) => n + (warmups[i] as number));
-    await endpoint.tagSend(Buffer.from(JSON.stringify({ ...plan, counts: totals })), PLAN_TAG);
+    const address = Buffer.from(worker.getAddress()).toString('hex');
+    const peerAddress = new Uint8Array(8192);
+    const addressInfo = worker.tagRecv(peerAddress, ADDRESS_TAG);
+    await control.tagSend(Buffer.from(JSON.stringify({ ...plan, counts: totals, address })), PLAN_TAG);
+    const endpoint = worker.connectToAddress(peerAddress.subarray(0, (await addressInfo).length));
+    await endpoint.flush();
     const keyBuffer = new Uint8Array(1024);
     const info = await worker.tagRecv(keyBuffer, KEY_TAG);
     const key = createRemoteKeyFromSerialized(endpoint, keyBuffer.subarray(0, info.length));
@@ -328,6 +349,7 @@ async function runClient(host: string, port: number, plan: Plan, json: boolean):
     await endpoint.tagSend(new Uint8Array(1), DONE_TAG);
     key.close();
     await endpoint.close();
+    await control.close();
   } finally {
     await context.close();
   }

@@ -413,10 +413,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
         return;
       }
       this.#streamActive = ucxRequest;
-      ucxRequest.then(
-        (length) => this.#streamDone(head, target, 0, length, ucxRequest),
-        (err: Error) => this.#streamDone(head, target, (err as UcxError).status ?? -16, 0, ucxRequest, err),
-      );
+      ucxRequest._onSettle = (status, length, error) => this.#streamDone(head, target, status, length, ucxRequest, error);
     }
   }
 

@@ -75,6 +75,12 @@ export class Request<T = void> implements PromiseLike<T> {
   _cancelFallback: (() => void) | null = null;
   /** @internal Called with UCX's completion of a request that was already settled as cancelled. */
   _late: ((status: number, length: number) => void) | null = null;
+  /**
+   * @internal Called synchronously when the request settles (status, reported length, error). Internal
+   * chains use it instead of a Promise continuation, so that they also advance inside
+   * `worker.progressUntil()`, which runs no microtasks.
+   */
+  _onSettle: ((status: number, length: number, error: Error | undefined) => void) | null = null;
   /** @internal Detaches this request from an AbortSignal once it settles. */
   _unbind: (() => void) | null = null;
   /** @internal What the operation is, for error messages. */
@@ -177,6 +183,7 @@ export class Request<T = void> implements PromiseLike<T> {
       }
       this.#finish();
       this.#resolve?.(this.#value as T);
+      this.#notify(UCS_OK, length, undefined);
     } else {
       this._fail(errorFromStatus(status, this._what));
     }
@@ -189,6 +196,14 @@ export class Request<T = void> implements PromiseLike<T> {
     this.#error = error;
     this.#finish();
     this.#reject?.(error);
+    this.#notify(this.#status, 0, error);
+  }
+
+  #notify(status: number, length: number, error: Error | undefined): void {
+    const onSettle = this._onSettle;
+    if (onSettle === null) return;
+    this._onSettle = null;
+    onSettle(status, length, error);
   }
 
   /** @internal Fails with CanceledError, e.g. when its worker or endpoint closes before it completes. */

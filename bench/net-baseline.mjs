@@ -1,0 +1,396 @@
+#!/usr/bin/env node
+// @ts-check
+/**
+ * net-baseline: what Node's own `net` module does on this machine, as a yardstick for ucxx-ts.
+ *
+ *   node bench/net-baseline.mjs --mode lat|bw [--transport tcp,unix] [-s SIZES] [-n ITER] [-w WARMUP] --json
+ *
+ * Two processes, like ucx_perftest and `ucxx-perf --local`: this one (the client) forks a server child that
+ * listens on TCP 127.0.0.1 (an ephemeral port, TCP_NODELAY) and on a Unix socket in the temporary directory.
+ *
+ * - `lat`: ping-pong. The client writes SIZE bytes; the server, once it has all SIZE bytes, writes SIZE bytes
+ *   back; the client times each round trip once it has all SIZE bytes. Reported latency is half the round trip
+ *   (ucx_perftest's convention for ping-pong tests: tag_lat, ucp_am_lat, ucp_put_lat), p50/avg/p99.
+ * - `bw`: one-way stream of ITER messages of SIZE bytes (one `socket.write` each, waiting for 'drain' when
+ *   the socket asks for it); the server answers one byte once it has read them all. Bandwidth = ITER * SIZE /
+ *   (time from the first write to the answer); latency_us.avg is that time per message (ucx_perftest's
+ *   "overhead"), p50/p99 are null (no per-message figure).
+ * Warm-up iterations run first on the same connection, untimed. One connection per (transport, size).
+ *
+ * Output (--json): one object per line per transport and size:
+ *   {"tool":"net-baseline","transport":"tcp","mode":"lat","size":8,"iterations":N,"warmup":W,
+ *    "latency_us":{"p50":x,"avg":x,"p99":x},"bandwidth_MBps":x,"message_rate":x}
+ * Exit status 2 for bad options, 1 for a failure. The whole run is bounded by --timeout (seconds, default 120).
+ */
+import { fork } from 'node:child_process';
+import { once } from 'node:events';
+import { rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const HEADER_BYTES = 16; // mode (u32: 1 = lat, 2 = bw), size (u32), warm-up count (u32), measured count (u32)
+const MODE_CODES = { lat: 1, bw: 2 };
+
+/** @param {string} text */
+function parseSize(text) {
+  const match = /^(\d+)([kKmMgG]?)[bB]?$/.exec(text.trim());
+  if (match === null) throw new UsageError(`bad size: ${JSON.stringify(text)}`);
+  const unit = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[(match[2] ?? '').toLowerCase()] ?? 1;
+  const size = Number(match[1]) * unit;
+  if (!Number.isSafeInteger(size) || size < 1 || size > 1024 ** 3) throw new UsageError(`size out of range: ${text}`);
+  return size;
+}
+
+/** @param {string} text */
+function parseSizes(text) {
+  if (text.includes(':')) {
+    const [lo, hi] = text.split(':').map(parseSize);
+    if (lo === undefined || hi === undefined || hi < lo) throw new UsageError(`bad size range: ${text}`);
+    const sizes = [];
+    for (let s = lo; s <= hi; s *= 2) sizes.push(s);
+    return sizes;
+  }
+  return text.split(',').map(parseSize);
+}
+
+class UsageError extends Error {}
+
+// ---- server (child process) ---------------------------------------------------------------------------
+
+/**
+ * Serves one connection: reads the header, then runs the ping-pong or the sink it asks for.
+ * @param {net.Socket} socket
+ */
+function serveConnection(socket) {
+  socket.setNoDelay?.(true);
+  let header = Buffer.alloc(0);
+  /** @type {((chunk: Buffer) => void) | null} */
+  let onData = null;
+  socket.on('data', (chunk) => {
+    if (onData !== null) {
+      onData(chunk);
+      return;
+    }
+    header = Buffer.concat([header, chunk]);
+    if (header.length < HEADER_BYTES) return;
+    const mode = header.readUInt32LE(0);
+    const size = header.readUInt32LE(4);
+    const total = header.readUInt32LE(8) + header.readUInt32LE(12);
+    const warmup = header.readUInt32LE(8);
+    const rest = header.subarray(HEADER_BYTES);
+    if (mode === MODE_CODES.lat) {
+      const reply = Buffer.alloc(size, 0xa5);
+      let have = 0;
+      onData = (data) => {
+        have += data.length;
+        // The client never sends the next message before it has our reply, so `have` never exceeds size.
+        if (have >= size) {
+          have -= size;
+          socket.write(reply);
+        }
+      };
+    } else if (mode === MODE_CODES.bw) {
+      // Two phases: warm-up messages, then measured ones; a one-byte answer after each.
+      const phases = [warmup * size, (total - warmup) * size];
+      let have = 0;
+      const answerEmpty = () => {
+        while (phases.length > 0 && phases[0] === 0) {
+          phases.shift();
+          socket.write(Buffer.of(1));
+        }
+      };
+      onData = (data) => {
+        have += data.length;
+        while (phases.length > 0 && have >= /** @type {number} */ (phases[0])) {
+          have -= /** @type {number} */ (phases.shift());
+          socket.write(Buffer.of(1));
+        }
+      };
+      answerEmpty();
+    } else {
+      console.error(`net-baseline server: bad mode ${mode}`);
+      socket.destroy();
+      return;
+    }
+    if (rest.length > 0) onData(Buffer.from(rest));
+  });
+  socket.on('error', () => socket.destroy());
+}
+
+async function serve() {
+  const unixPath = path.join(os.tmpdir(), `ucxx-net-baseline-${process.pid}.sock`);
+  rmSync(unixPath, { force: true });
+  const tcp = net.createServer({ noDelay: true }, serveConnection);
+  const unix = net.createServer(serveConnection);
+  tcp.listen(0, '127.0.0.1');
+  unix.listen(unixPath);
+  await Promise.all([once(tcp, 'listening'), once(unix, 'listening')]);
+  const address = tcp.address();
+  if (address === null || typeof address === 'string') throw new Error('no TCP address');
+  const cleanup = () => {
+    rmSync(unixPath, { force: true });
+    process.exit(0);
+  };
+  process.on('disconnect', cleanup); // the client went away (normally or not)
+  process.on('SIGTERM', cleanup);
+  process.send?.({ tcpPort: address.port, unixPath });
+}
+
+// ---- client -------------------------------------------------------------------------------------------
+
+/**
+ * @param {{ tcpPort: number, unixPath: string }} server
+ * @param {'tcp' | 'unix'} transport
+ * @returns {Promise<net.Socket>}
+ */
+async function connect(server, transport) {
+  const socket = transport === 'tcp'
+    ? net.connect({ port: server.tcpPort, host: '127.0.0.1', noDelay: true })
+    : net.connect({ path: server.unixPath });
+  await once(socket, 'connect');
+  return socket;
+}
+
+/**
+ * Reads from `socket` through a resettable byte counter: `until(n)` resolves once n more bytes have come.
+ * @param {net.Socket} socket
+ */
+function byteCounter(socket) {
+  let have = 0;
+  let want = Infinity;
+  /** @type {(() => void) | null} */
+  let resolve = null;
+  /** @type {((err: Error) => void) | null} */
+  let reject = null;
+  socket.on('data', (chunk) => {
+    have += chunk.length;
+    if (have >= want && resolve !== null) {
+      have -= want;
+      want = Infinity;
+      const r = resolve;
+      resolve = null;
+      reject = null;
+      r();
+    }
+  });
+  const fail = (/** @type {Error} */ err) => reject?.(err);
+  socket.on('error', fail);
+  socket.on('close', () => fail(new Error('the server closed the connection')));
+  return {
+    /** @param {number} n */
+    until(n) {
+      if (have >= n) {
+        have -= n;
+        return Promise.resolve();
+      }
+      want = n;
+      return new Promise((res, rej) => {
+        resolve = () => res(undefined);
+        reject = rej;
+      });
+    },
+  };
+}
+
+/**
+ * @param {net.Socket} socket
+ * @param {number} mode
+ * @param {number} size
+ * @param {number} warmup
+ * @param {number} iterations
+ */
+function sendHeader(socket, mode, size, warmup, iterations) {
+  const header = Buffer.alloc(HEADER_BYTES);
+  header.writeUInt32LE(mode, 0);
+  header.writeUInt32LE(size, 4);
+  header.writeUInt32LE(warmup, 8);
+  header.writeUInt32LE(iterations, 12);
+  socket.write(header);
+}
+
+/**
+ * @param {{ tcpPort: number, unixPath: string }} server
+ * @param {'tcp' | 'unix'} transport
+ * @param {number} size @param {number} iterations @param {number} warmup
+ */
+async function measureLatency(server, transport, size, iterations, warmup) {
+  const socket = await connect(server, transport);
+  try {
+    const counter = byteCounter(socket);
+    sendHeader(socket, MODE_CODES.lat, size, warmup, iterations);
+    const message = Buffer.alloc(size, 0x5a);
+    const samples = new Float64Array(iterations);
+    for (let k = 0; k < warmup + iterations; k++) {
+      const t0 = process.hrtime.bigint();
+      socket.write(message);
+      await counter.until(size);
+      if (k >= warmup) samples[k - warmup] = Number(process.hrtime.bigint() - t0) / 1000 / 2; // half round trip, us
+    }
+    const sorted = Float64Array.from(samples).sort();
+    const avg = sorted.reduce((a, b) => a + b, 0) / iterations;
+    const p50 = /** @type {number} */ (sorted[Math.floor(iterations * 0.5)]);
+    const p99 = /** @type {number} */ (sorted[Math.min(iterations - 1, Math.floor(iterations * 0.99))]);
+    return {
+      latency_us: { p50: round(p50), avg: round(avg), p99: round(p99) },
+      // As ucx_perftest computes them for ping-pong tests: one message per half round trip.
+      bandwidth_MBps: round(size / avg),
+      message_rate: Math.round(1e6 / avg),
+    };
+  } finally {
+    socket.destroy();
+  }
+}
+
+/**
+ * @param {{ tcpPort: number, unixPath: string }} server
+ * @param {'tcp' | 'unix'} transport
+ * @param {number} size @param {number} iterations @param {number} warmup
+ */
+async function measureBandwidth(server, transport, size, iterations, warmup) {
+  const socket = await connect(server, transport);
+  try {
+    const counter = byteCounter(socket);
+    sendHeader(socket, MODE_CODES.bw, size, warmup, iterations);
+    const message = Buffer.alloc(size, 0x5a);
+    /** @param {number} count */
+    const stream = async (count) => {
+      for (let k = 0; k < count; k++) {
+        if (!socket.write(message)) await once(socket, 'drain');
+      }
+      await counter.until(1);
+    };
+    if (warmup > 0) await stream(warmup);
+    else await counter.until(1); // the server answers an empty warm-up phase at once
+    const t0 = process.hrtime.bigint();
+    await stream(iterations);
+    const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    const perMessageUs = (seconds * 1e6) / iterations;
+    return {
+      latency_us: { p50: null, avg: round(perMessageUs), p99: null },
+      bandwidth_MBps: round((iterations * size) / seconds / 1e6),
+      message_rate: Math.round(iterations / seconds),
+    };
+  } finally {
+    socket.destroy();
+  }
+}
+
+/** @param {number} x */
+function round(x) {
+  return Math.round(x * 1000) / 1000;
+}
+
+const USAGE = `usage: node bench/net-baseline.mjs --mode lat|bw [options]
+  --mode lat|bw           lat: SIZE-byte ping-pong (half round trip); bw: one-way stream of SIZE-byte messages
+  --transport LIST        tcp,unix (default both): TCP loopback and a Unix socket
+  -s, --size SIZES        a list (8,4K,1M) or a range of powers of two (8:64M); default 8
+  -n, --iterations N      measured iterations per size (default 1000)
+  -w, --warmup N          warm-up iterations (default n/10)
+      --timeout SECONDS   bound on the whole run (default 120)
+      --json              one JSON object per line (otherwise a table)
+  -h, --help              this text`;
+
+async function main() {
+  if (process.argv[2] === '--serve-child') {
+    await serve();
+    await new Promise(() => {}); // serves until the client disconnects (see serve)
+  }
+  /** @type {ReturnType<typeof parseCommandLine>} */
+  let options;
+  try {
+    options = parseCommandLine(process.argv.slice(2));
+  } catch (err) {
+    if (err instanceof UsageError || /** @type {{ code?: string }} */ (err).code?.startsWith('ERR_PARSE_ARGS') === true) {
+      console.error(`net-baseline: ${/** @type {Error} */ (err).message}\n${USAGE}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  if (options === null) return;
+  const child = fork(fileURLToPath(import.meta.url), ['--serve-child'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const killer = setTimeout(() => {
+    console.error(`net-baseline: timed out after ${options.timeout} s`);
+    child.kill('SIGKILL');
+    process.exit(1);
+  }, options.timeout * 1000);
+  killer.unref();
+  try {
+    /** @type {{ tcpPort: number, unixPath: string }} */
+    const server = await new Promise((resolve, reject) => {
+      child.once('message', (m) => resolve(/** @type {{ tcpPort: number, unixPath: string }} */ (m)));
+      child.once('exit', (code) => reject(new Error(`the server exited early (status ${code})`)));
+    });
+    if (!options.json) console.log(['transport', 'mode', 'size', 'iterations', 'p50 us', 'avg us', 'p99 us', 'MB/s', 'msg/s'].map((c) => c.padStart(11)).join(''));
+    for (const size of options.sizes) {
+      for (const transport of options.transports) {
+        const measured = options.mode === 'lat'
+          ? await measureLatency(server, transport, size, options.iterations, options.warmup)
+          : await measureBandwidth(server, transport, size, options.iterations, options.warmup);
+        const result = {
+          tool: 'net-baseline', transport, mode: options.mode, size, iterations: options.iterations, warmup: options.warmup,
+          ...measured,
+        };
+        if (options.json) console.log(JSON.stringify(result));
+        else {
+          const l = result.latency_us;
+          console.log([transport, options.mode, size, options.iterations, l.p50 ?? '-', l.avg, l.p99 ?? '-', result.bandwidth_MBps, result.message_rate]
+            .map((c) => String(c).padStart(11)).join(''));
+        }
+      }
+    }
+  } finally {
+    child.disconnect?.();
+    child.kill('SIGTERM');
+  }
+}
+
+/** @param {string[]} argv */
+function parseCommandLine(argv) {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: false,
+    options: {
+      mode: { type: 'string' },
+      transport: { type: 'string' },
+      size: { type: 'string', short: 's' },
+      iterations: { type: 'string', short: 'n' },
+      warmup: { type: 'string', short: 'w' },
+      timeout: { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  void positionals;
+  if (values.help === true) {
+    console.log(USAGE);
+    return null;
+  }
+  const mode = values.mode;
+  if (mode !== 'lat' && mode !== 'bw') throw new UsageError('--mode must be lat or bw');
+  const transports = (values.transport ?? 'tcp,unix').split(',').map((t) => t.trim());
+  for (const t of transports) if (t !== 'tcp' && t !== 'unix') throw new UsageError(`unknown transport ${t}`);
+  const count = (/** @type {string | undefined} */ text, /** @type {string} */ what, /** @type {number} */ fallback, min = 0) => {
+    if (text === undefined) return fallback;
+    const n = Number(text);
+    if (!Number.isSafeInteger(n) || n < min || n > 0xffffffff) throw new UsageError(`${what} must be an integer >= ${min}, got ${text}`);
+    return n;
+  };
+  const iterations = count(values.iterations, 'iterations', 1000, 1);
+  const warmup = count(values.warmup, 'warmup', Math.floor(iterations / 10));
+  const timeout = count(values.timeout, 'timeout', 120, 1);
+  return {
+    mode, transports: /** @type {('tcp' | 'unix')[]} */ (transports), sizes: parseSizes(values.size ?? '8'),
+    iterations, warmup, timeout, json: values.json === true,
+  };
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(`net-baseline: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
+    process.exit(1);
+  },
+);
