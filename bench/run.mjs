@@ -94,8 +94,10 @@ function iterationsFor(test, size, short) {
   const clamp = (/** @type {number} */ x, /** @type {number} */ lo, /** @type {number} */ hi) => Math.max(lo, Math.min(hi, x));
   const n = spec.kind === 'latency'
     ? clamp(Math.floor((256 * MiB) / size), 5, 5000)
-    : clamp(Math.floor((512 * MiB) / size), 8, 10000);
-  return { iterations: n, warmup: Math.max(spec.kind === 'latency' ? 2 : 1, Math.floor(n / 10)) };
+    : clamp(Math.floor((512 * MiB) / size), 8, 100000);
+  // Small-message bandwidth runs are short: warm up enough for the JIT to have compiled the loop.
+  const warmup = spec.kind === 'latency' ? Math.max(2, Math.floor(n / 10)) : Math.max(Math.min(n, 2000), Math.floor(n / 10));
+  return { iterations: n, warmup };
 }
 
 /** A generous bound for one child run: start-up plus the traffic at a pessimistic 50 MB/s and 0.5 ms/op. */

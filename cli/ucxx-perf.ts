@@ -236,6 +236,8 @@ async function serveOne(context: Context, worker: Worker, control: Endpoint): Pr
     : context.createMemoryHandle(size);
   await endpoint.tagSend(region.createRemoteKey().serialize(), KEY_TAG);
   const wait = waiter(worker, plan.progress);
+  // One receive buffer for every payload, as ucx_perftest does (no allocation per message).
+  const amBuffer = new Uint8Array(Math.max(1, ...plan.sizes));
   // Rendezvous payloads being fetched, and what to do once they are: checked by the loop below (in
   // 'spin' mode no Promise continuation runs while the loop spins).
   const fetching: { request: Request<Uint8Array>; then: (data: Uint8Array) => void }[] = [];
@@ -245,7 +247,7 @@ async function serveOne(context: Context, worker: Worker, control: Endpoint): Pr
       const reply = message.replyEndpoint;
       if (reply === null) return;
       if (message.rendezvous) {
-        fetching.push({ request: message.receive(), then: (data) => void reply.amSend(AM_PONG, null, data) });
+        fetching.push({ request: message.receive(amBuffer), then: (data) => void reply.amSend(AM_PONG, null, data) });
       } else void reply.amSend(AM_PONG, null, message.data ?? new Uint8Array(0));
     });
   }
@@ -255,7 +257,7 @@ async function serveOne(context: Context, worker: Worker, control: Endpoint): Pr
     worker.setAmHandler(AM_PING, (message) => {
       // Rendezvous payloads count once fetched (checked in the loop: no Promise continuation runs
       // while 'spin' spins).
-      if (message.rendezvous) amFetches.push(message.receive());
+      if (message.rendezvous) amFetches.push(message.receive(amBuffer));
       else amReceived++;
     });
   }
@@ -372,10 +374,11 @@ async function measure(
     // rendezvous send completes only once its receiver fetched it).
     let pongs = 0;
     let pongData: Request<Uint8Array> | null = null;
+    const pongBuffer = new Uint8Array(Math.max(1, size));
     let onPong: (() => void) | null = null;
     if (test === 'am_lat') {
       worker.setAmHandler(AM_PONG, (message) => {
-        pongData = message.rendezvous ? message.receive() : null;
+        pongData = message.rendezvous ? message.receive(pongBuffer) : null;
         pongs++;
         onPong?.();
       });
