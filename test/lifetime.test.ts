@@ -131,7 +131,8 @@ describe('process lifetime', () => {
         encoding: 'utf8', timeout: 30_000,
       });
       assert.equal(result.signal, null, `killed by ${result.signal}: ${result.stderr}`);
-      assert.equal(result.status, 13, `exit status (13: unsettled top-level await); stderr: ${result.stderr}`);
+      // 13: it exited while connecting (an unsettled top-level await); 0: the connection won the race.
+      assert.ok(result.status === 13 || result.status === 0, `exit status ${result.status}; stderr: ${result.stderr}`);
       assert.doesNotMatch(result.stderr, /Caught signal|Bug:/);
     }
   });

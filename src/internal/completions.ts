@@ -43,11 +43,36 @@ export function post<A extends unknown[]>(fn: (...args: A) => bigint | null, ...
   }
 }
 
+/**
+ * Requests completed inside ucp_worker_progress, freed once it returns: a call back into C from inside
+ * a koffi callback is a nested FFI call, far dearer than the same call made afterwards.
+ */
+let progressing = false;
+const freeAfterProgress: bigint[] = [];
+
+/** Runs one ucp_worker_progress call and frees what completed inside it. */
+export function progressOnce(progress: (worker: bigint) => number, worker: bigint): number {
+  progressing = true;
+  let n: number;
+  try {
+    n = progress(worker);
+  } finally {
+    progressing = false;
+  }
+  if (freeAfterProgress.length > 0) {
+    const free = ucx().ucp_request_free;
+    for (const handle of freeAfterProgress) free(handle);
+    freeAfterProgress.length = 0;
+  }
+  return n;
+}
+
 function complete(handle: bigint | null, id: number, status: number, length: number, tag: bigint): void {
   const request = inflight.get(id);
   inflight.delete(id);
   if (handle !== null && request?._released !== true) {
     if (posting) freeAfterPost = handle;
+    else if (progressing) freeAfterProgress.push(handle);
     else ucx().ucp_request_free(handle);
   }
   if (request !== undefined) {

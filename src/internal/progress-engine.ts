@@ -15,6 +15,7 @@
  */
 import { UCS_OK, pollReadable, ucx, type FdPoll, OutCell } from '../ffi/index.js';
 import { errorFromStatus } from '../errors.js';
+import { progressOnce } from './completions.js';
 
 export type ProgressMode = 'event' | 'polling' | 'manual';
 
@@ -62,7 +63,7 @@ export class ProgressEngine {
     try {
       const fn = ucx().ucp_worker_progress;
       for (let i = 0; i < MAX_PROGRESS_PER_DRAIN; i++) {
-        const n = fn(this.#worker);
+        const n = progressOnce(fn, this.#worker);
         if (n === 0) break;
         total += n;
       }

@@ -15,7 +15,7 @@ if (mode === 'connecting') {
   setInterval(() => worker.progress(), 1).unref();
   const listener = worker.listen({ host: '127.0.0.1', port: 0 });
   await Promise.all([worker.connect('127.0.0.1', listener.port), listener[Symbol.asyncIterator]().next()]);
-  console.log('forgotten: unexpectedly connected');
+  console.log('forgotten: connected before the loop emptied');
 }
 const context = new Context();
 const worker = context.createWorker();
