@@ -103,8 +103,10 @@ describe('concurrency', () => {
     await setWord('allocated', 0, 64, 0n);
     const adders = [0, 1].map(() => Peer.start('atomic-adder', { port, count: COUNT, width: 64 }));
     await Promise.all(adders.map((a) => a.next('connected')));
-    // Each adder's endpoint is the echo peer's newest connection: hand each its key (tag 1).
-    for (const adder of adders) void adder;
+    // The echo peer sees each connection once its side is wired up, which can be after the adder's
+    // connect() resolved: wait until it has both before it hands each its key (tag 1).
+    await peer.next('connected');
+    await peer.next('connected');
     await peer.call({ type: 'send-keys-all' }, 'keys-sent-all');
     const own = [];
     for (let i = 0; i < COUNT; i++) own.push(BigInt(await endpoint.fetchAdd(keys.allocated, 0, 1n) ?? -1));
