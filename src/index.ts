@@ -10,6 +10,7 @@ export {
   type AtomicOptions,
 } from './endpoint.js';
 export { AmMessage, AM_ID_MAX, type AmHandler } from './active-message.js';
+export { createEndpointDuplex, type EndpointDuplexOptions } from './endpoint-stream.js';
 export { MemoryHandle, type MemoryHandleOptions, type MemoryAccess } from './memory-handle.js';
 export {
   RemoteKey, createRemoteKeyFromMemoryHandle, createRemoteKeyFromSerialized, type RemoteKeyAccess,

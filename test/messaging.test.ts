@@ -6,7 +6,8 @@
 import { after, before, describe, test } from 'node:test';
 import { strict as assert } from 'node:assert';
 import {
-  CanceledError, ClosedError, Context, MessageTruncatedError, RejectedError, UcxError, type Endpoint, type Worker,
+  CanceledError, ClosedError, Context, MessageTruncatedError, RejectedError, UcxError, createEndpointDuplex,
+  type Endpoint, type Worker,
   type AmMessage,
 } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
@@ -138,6 +139,27 @@ describe('stream', () => {
     }
     assert.equal(total, data.length);
     assert.equal(firstMismatch(Buffer.concat(got), data), -1);
+  });
+
+  test('a Node Duplex over the endpoint stream: written bytes come back in order through the echo', async () => {
+    const duplex = createEndpointDuplex(endpoint, { readSize: 100_000 });
+    const data = pattern(21, 1_000_000);
+    const chunks: Buffer[] = [];
+    let total = 0;
+    const done = new Promise<void>((resolve, reject) => {
+      duplex.on('data', (chunk: Buffer) => {
+        chunks.push(chunk);
+        total += chunk.length;
+        if (total >= data.length) resolve();
+      });
+      duplex.on('error', reject);
+    });
+    duplex.write(data.subarray(0, 300_000));
+    duplex.write(data.subarray(300_000));
+    await done;
+    duplex.destroy();
+    assert.equal(total, data.length);
+    assert.equal(firstMismatch(Buffer.concat(chunks), data), -1);
   });
 
   test('a zero-byte stream receive buffer is a RangeError', () => {
