@@ -26,7 +26,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { consoleTable, markdownReport, svgPlot, formatSize, IMPLEMENTATIONS } from './report.mjs';
+import { consoleTable, markdownReport, svgPlot, formatSize, formatFigure, IMPLEMENTATIONS } from './report.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CLI = path.join(ROOT, 'dist', 'cli', 'ucxx-perf.js');
@@ -592,7 +592,7 @@ async function main() {
     const show = IMPLEMENTATIONS.map((impl) => {
       const m = /** @type {Measurement} */ (raw[impl]);
       const f = figures[impl];
-      return `${impl} ${f !== null ? `${fmt(f)}` : m.status === 'n/a' ? '-' : m.status.toUpperCase()}`;
+      return `${impl} ${f !== null ? `${formatFigure(f)}` : m.status === 'n/a' ? '-' : m.status.toUpperCase()}`;
     }).join(' | ');
     const elapsed = Math.round((Date.now() - benchStart) / 1000);
     console.error(`[${index + 1}/${points.length} ${elapsed}s] ${point.test} ${formatSize(point.size)} (${METRIC[spec.kind].unit}): ${show}`);
@@ -657,16 +657,6 @@ async function main() {
   } else {
     console.error(`bench: all ${results.length} points measured in ${report.durationS} s`);
   }
-}
-
-function fmt(/** @type {number} */ x) {
-  if (x === 0) return '0';
-  const a = Math.abs(x);
-  if (a >= 1000) return Math.round(x).toLocaleString('en-US');
-  if (a >= 100) return x.toFixed(0);
-  if (a >= 10) return x.toFixed(1);
-  if (a >= 1) return x.toFixed(2);
-  return x.toPrecision(2);
 }
 
 main().catch((err) => {

@@ -684,11 +684,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     worker._track(request, ptr);
     if (status !== 1) return true;
     const finished = await worker._progressUntil(() => request.completed, this.#closeTimeout);
-    if (!finished) {
-      // The close request stays with UCX; the worker's destruction releases it.
-      return !force ? false : true;
-    }
-    return true;
+    // A forced close that did not finish is left to UCX (the worker's destruction releases it); a graceful
+    // one that did not finish is retried forced by the caller.
+    return finished || force;
   }
 
   /** @internal Process exit: keys, then a forced close; returns the close request (null when done). */

@@ -135,13 +135,14 @@ export class Worker implements RequestHost {
     check(ucx().ucp_worker_create(contextHandle, params.buffer, out.reset()), 'ucp_worker_create');
     this.#handle = out.ptr();
     try {
-      this.#engine = new ProgressEngine(this.#handle as bigint, mode, wakeup, () => this.#runDeferred());
+      this.#engine = new ProgressEngine(
+        this.#handle as bigint, mode, wakeup, () => this.#runDeferred(), () => this.#inflight.size > 0,
+      );
     } catch (err) {
       ucx().ucp_worker_destroy(this.#handle);
       this.#handle = null;
       throw err;
     }
-    this.#engine.inflightProbe = () => this.#inflight.size > 0;
     this.#am = new AmDispatcher(this, this.#handle as bigint);
   }
 

@@ -31,6 +31,8 @@ export class ProgressEngine {
   readonly mode: ProgressMode;
   readonly #worker: bigint;
   readonly #afterProgress: () => void;
+  /** Whether operations are in flight ('polling' spins only then). */
+  readonly #hasInflight: () => boolean;
   #poll: FdPoll | undefined;
   #busy = false;
   #kickScheduled = false;
@@ -39,8 +41,11 @@ export class ProgressEngine {
   #closed = false;
   #inProgress = false;
 
-  constructor(worker: bigint, mode: ProgressMode, wakeup: boolean, afterProgress: () => void) {
+  constructor(
+    worker: bigint, mode: ProgressMode, wakeup: boolean, afterProgress: () => void, hasInflight: () => boolean,
+  ) {
     this.#worker = worker;
+    this.#hasInflight = hasInflight;
     this.mode = mode;
     this.#afterProgress = afterProgress;
     if (mode === 'manual') return;
@@ -117,19 +122,13 @@ export class ProgressEngine {
   readonly #spin = (): void => {
     if (this.#closed) return;
     this.progress();
-    if (this.#busyInflight()) setImmediate(this.#spin);
+    if (this.#hasInflight()) setImmediate(this.#spin);
     else {
       this.#spinning = false;
       this.#drainAndArm();
     }
   };
 
-  /** Set by the worker: whether anything is in flight (polling spins only then). */
-  inflightProbe: () => boolean = () => false;
-
-  #busyInflight(): boolean {
-    return this.inflightProbe();
-  }
 
   #onWake(): void {
     if (this.#closed) return;
@@ -138,7 +137,7 @@ export class ProgressEngine {
       return;
     }
     this.#drainAndArm();
-    if (this.mode === 'polling' && this.#busyInflight()) this.kick();
+    if (this.mode === 'polling' && this.#hasInflight()) this.kick();
   }
 
   /**
