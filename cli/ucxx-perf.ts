@@ -32,6 +32,8 @@ interface Plan {
   outstanding: number;
   memory: 'allocated' | 'registered';
   progress: Mode;
+  /** Peer failure detection on the measured endpoints (ucx_perftest's -e). */
+  errorHandling: boolean;
 }
 
 interface Result {
@@ -44,6 +46,7 @@ interface Result {
   message_rate: number;
   memory: string;
   progress: Mode;
+  error_handling: boolean;
 }
 
 const USAGE = `usage: ucxx-perf [HOST] [options]   (no HOST: server; --local: both)
@@ -54,6 +57,8 @@ const USAGE = `usage: ucxx-perf [HOST] [options]   (no HOST: server; --local: bo
   -m, --memory KIND       allocated (UCX allocates the target region) | registered (default allocated)
   -P, --progress MODE     spin (synchronous busy-poll) | polling | event (default spin)
   -O, --outstanding N     operations in flight before waiting (bandwidth tests, default 16)
+  -e, --error-handling    measured endpoints detect peer failure (ucxx-ts's default; off here, as in
+                          ucx_perftest, whose -e it mirrors)
   -p, --port N            server port (default 13337; 0 with --local picks one)
       --local             run a server in a child process and the client here
       --json              one JSON object per size instead of the table
@@ -100,6 +105,7 @@ function parseCommandLine(argv: string[]): { host?: string; local: boolean; json
       memory: { type: 'string', short: 'm' },
       progress: { type: 'string', short: 'P' },
       outstanding: { type: 'string', short: 'O' },
+      'error-handling': { type: 'boolean', short: 'e' },
       port: { type: 'string', short: 'p' },
       local: { type: 'boolean' },
       json: { type: 'boolean' },
@@ -131,7 +137,7 @@ function parseCommandLine(argv: string[]): { host?: string; local: boolean; json
     json: values.json === true,
     port,
     iterationsGiven: iterations > 0,
-    plan: { test, sizes, iterations, warmup, outstanding, memory, progress },
+    plan: { test, sizes, iterations, warmup, outstanding, memory, progress, errorHandling: values['error-handling'] === true },
   };
 }
 
@@ -161,24 +167,37 @@ const DONE_TAG = 0x5045524600000006n;
 const ADDRESS_TAG = 0x5045524600000007n; // server -> client: its worker address
 
 /**
+ * Each side has two workers: `worker` carries the measurement, `control` the connection manager's
+ * endpoint (listener and connect) used to agree on the plan and exchange worker addresses, as
+ * ucx_perftest does over a plain socket. Keeping them apart matters: an endpoint made through the
+ * connection manager also opens TCP lanes, and a worker with TCP lanes polls their sockets on every
+ * progress call (an epoll_wait each, about 1.5 us on these machines), which added ~8 us to every
+ * message of the measured endpoint when both shared one worker.
+ *
  * 'spin' creates its context without the wakeup feature and progresses by hand: with wakeup, UCX's
  * shared-memory transport signals an armed peer through a socket on every message, which costs
  * microseconds that a busy-polling peer does not need.
  */
-function open(mode: Mode): { context: Context; worker: Worker } {
+function open(mode: Mode): { context: Context; worker: Worker; control: Worker } {
   const context = mode === 'spin'
     ? new Context({ features: ['tag', 'stream', 'am', 'rma', 'amo32', 'amo64'] })
     : new Context();
   const worker = context.createWorker({ progressMode: mode === 'spin' ? 'manual' : mode });
+  // The control worker sleeps until it has something to do ('event'), so that it does not compete
+  // with the measurement for the CPU.
+  const control = context.createWorker({ progressMode: mode === 'spin' ? 'manual' : 'event' });
   if (mode === 'spin') {
     // Between measurements (connecting, exchanging the plan) something must progress the manual
-    // worker; during a measurement the synchronous spin blocks this timer out.
+    // workers; during a measurement the synchronous spin blocks this timer out.
     const pump = setInterval(() => {
       if (worker.closed) clearInterval(pump);
-      else worker.progress();
+      else {
+        worker.progress();
+        if (!control.closed) control.progress();
+      }
     }, 1);
   }
-  return { context, worker };
+  return { context, worker, control };
 }
 
 /**
@@ -203,13 +222,13 @@ function regionSize(plan: Plan): number {
 // ---- server -----------------------------------------------------------------------------------------
 
 async function serve(port: number, mode: Mode, onListening?: (port: number) => void): Promise<void> {
-  const { context, worker } = open(mode);
-  const listener = worker.listen({ port });
+  const { context, worker, control } = open(mode);
+  const listener = control.listen({ port });
   onListening?.(listener.port);
   if (onListening === undefined) console.error(`ucxx-perf: server listening on port ${listener.port}`);
   for await (const endpoint of listener) {
     try {
-      await serveOne(context, worker, endpoint);
+      await serveOne(context, worker, control, endpoint);
     } catch (err) {
       console.error(`ucxx-perf server: ${String(err)}`);
     }
@@ -219,16 +238,15 @@ async function serve(port: number, mode: Mode, onListening?: (port: number) => v
   await context.close();
 }
 
-async function serveOne(context: Context, worker: Worker, control: Endpoint): Promise<void> {
+async function serveOne(context: Context, worker: Worker, controlWorker: Worker, control: Endpoint): Promise<void> {
   const planBuffer = new Uint8Array(8192);
-  const planInfo = await worker.tagRecv(planBuffer, PLAN_TAG);
+  const planInfo = await controlWorker.tagRecv(planBuffer, PLAN_TAG);
   const plan = JSON.parse(Buffer.from(planBuffer.subarray(0, planInfo.length)).toString()) as
     Plan & { counts: number[]; address: string };
   // Measurements run on endpoints created from worker addresses, as ucx_perftest's: UCX pairs the two
-  // endpoints the sides create to each other. An endpoint from a listener (the control connection)
-  // goes through UCX's connection-manager layer, which cost ~3 us more per message here.
+  // endpoints the sides create to each other (see open() for why not the control endpoint).
   await control.tagSend(Buffer.from(worker.getAddress()), ADDRESS_TAG);
-  const endpoint = worker.connectToAddress(Buffer.from(plan.address, 'hex'));
+  const endpoint = worker.connectToAddress(Buffer.from(plan.address, 'hex'), { errorHandling: plan.errorHandling });
   await endpoint.flush();
   const size = regionSize(plan);
   const region: MemoryHandle = plan.memory === 'registered'
@@ -321,18 +339,20 @@ async function serveOne(context: Context, worker: Worker, control: Endpoint): Pr
 // ---- client -----------------------------------------------------------------------------------------
 
 async function runClient(host: string, port: number, plan: Plan, json: boolean): Promise<Result[]> {
-  const { context, worker } = open(plan.progress);
+  const { context, worker, control: controlWorker } = open(plan.progress);
   const results: Result[] = [];
   try {
-    const control = await worker.connect(host, port);
+    const control = await controlWorker.connect(host, port);
     const counts = plan.sizes.map((s) => iterationsFor(plan, s));
     const warmups = counts.map((n) => warmupFor(plan, n));
     const totals = counts.map((n, i) => n + (warmups[i] as number));
     const address = Buffer.from(worker.getAddress()).toString('hex');
     const peerAddress = new Uint8Array(8192);
-    const addressInfo = worker.tagRecv(peerAddress, ADDRESS_TAG);
+    const addressInfo = controlWorker.tagRecv(peerAddress, ADDRESS_TAG);
     await control.tagSend(Buffer.from(JSON.stringify({ ...plan, counts: totals, address })), PLAN_TAG);
-    const endpoint = worker.connectToAddress(peerAddress.subarray(0, (await addressInfo).length));
+    const endpoint = worker.connectToAddress(peerAddress.subarray(0, (await addressInfo).length), {
+      errorHandling: plan.errorHandling,
+    });
     await endpoint.flush();
     const keyBuffer = new Uint8Array(1024);
     const info = await worker.tagRecv(keyBuffer, KEY_TAG);
@@ -508,6 +528,7 @@ function summarize(plan: Plan, size: number, samples: Float64Array | null, run: 
     message_rate: Math.round(1 / perOpSeconds),
     memory: plan.memory,
     progress: plan.progress,
+    error_handling: plan.errorHandling,
   };
 }
 
@@ -520,8 +541,9 @@ function round(x: number): number {
 const COLUMNS = ['size', 'iterations', '50.0%ile (us)', 'average (us)', '99.0%ile (us)', 'bandwidth (MB/s)', 'msg rate (1/s)'];
 
 function printHeader(plan: Plan): void {
-  console.log(`ucxx-perf ${plan.test}: memory ${plan.memory}, progress ${plan.progress}, outstanding ${plan.outstanding}`);
-  console.log(COLUMNS.map((c) => c.padStart(16)).join(''));
+  console.log(`ucxx-perf ${plan.test}: memory ${plan.memory}, progress ${plan.progress}, outstanding ${plan.outstanding}, `
+    + `error handling ${plan.errorHandling ? 'on' : 'off'}`);
+  console.log(COLUMNS.map((c) => c.padStart(16)).join(' '));
 }
 
 function printRow(r: Result): void {
@@ -529,7 +551,7 @@ function printRow(r: Result): void {
     String(r.size), String(r.iterations), r.latency_us.p50.toFixed(3), r.latency_us.avg.toFixed(3),
     r.latency_us.p99.toFixed(3), r.bandwidth_MBps.toFixed(2), String(r.message_rate),
   ];
-  console.log(cells.map((c) => c.padStart(16)).join(''));
+  console.log(cells.map((c) => c.padStart(16)).join(' '));
 }
 
 class ProgressBar {
