@@ -272,11 +272,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       throw new TypeError(`${what}: the target must be a RemoteKey or a bigint remote address`);
     }
     const worker = this.#worker;
-    const request = worker._newRequest<void>(ResultKind.Void, what, memory);
+    const id = worker._reserveId();
     const param = worker._params.send.buffer;
-    param.writeUInt32LE(request._id, REQ.user_data);
+    param.writeUInt32LE(id, REQ.user_data);
     const fn = put ? ucx().ucp_put_nbx : ucx().ucp_get_nbx;
-    return worker._track(request, fn(ep, memory, length, address, rkey, param));
+    return worker._trackVoid(id, fn(ep, memory, length, address, rkey, param), what, memory);
   }
 
   /**
@@ -318,10 +318,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       count = byteLengthOf(buffer, `${what} buffer`);
       param = worker._params.send.buffer;
     }
-    const request = worker._newRequest<void>(ResultKind.Void, what, data === buffer ? buffer : [buffer, data]);
-    param.writeUInt32LE(request._id, REQ.user_data);
+    const id = worker._reserveId();
+    param.writeUInt32LE(id, REQ.user_data);
     const fn = sync ? ucx().ucp_tag_send_sync_nbx : ucx().ucp_tag_send_nbx;
-    return worker._track(request, fn(ep, data as Buffer, count, t, param));
+    return worker._trackVoid(id, fn(ep, data as Buffer, count, t, param), what, data === buffer ? buffer : [buffer, data]);
   }
 
   /**
@@ -344,10 +344,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const ep = this._live('streamSend');
     const count = byteLengthOf(buffer, 'streamSend buffer');
     const worker = this.#worker;
-    const request = worker._newRequest<void>(ResultKind.Void, 'streamSend', buffer);
+    const id = worker._reserveId();
     const param = worker._params.send.buffer;
-    param.writeUInt32LE(request._id, REQ.user_data);
-    return worker._track(request, ucx().ucp_stream_send_nbx(ep, buffer, count, param));
+    param.writeUInt32LE(id, REQ.user_data);
+    return worker._trackVoid(id, ucx().ucp_stream_send_nbx(ep, buffer, count, param), 'streamSend', buffer);
   }
 
   /**
@@ -505,11 +505,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
         throw new TypeError(`protocol must be 'auto', 'eager' or 'rendezvous', got ${String(options.protocol)}`);
     }
     const worker = this.#worker;
-    const request = worker._newRequest<void>(ResultKind.Void, 'amSend', [header, data]);
+    const slot = worker._reserveId();
     const param = worker._params.amSend.buffer;
-    param.writeUInt32LE(request._id, REQ.user_data);
+    param.writeUInt32LE(slot, REQ.user_data);
     param.writeUInt32LE(flags, REQ.flags);
-    return worker._track(request, ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, param));
+    const ptr = ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, param);
+    return worker._trackVoid(slot, ptr, 'amSend', header === null ? data : [header, data]);
   }
 
   /**
@@ -564,16 +565,21 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
         }
       }
     }
-    const kind = !fetch ? ResultKind.Void : width === 64 ? ResultKind.Reply64 : ResultKind.Reply32;
-    const request = worker._newRequest<number | bigint | undefined>(kind, `atomic ${op}`, reply);
-    request._reply = reply;
-    const param = params.atomic;
-    param.buffer.writeUInt32LE(request._id, REQ.user_data);
-    const block = param.buffer;
+    const block = params.atomic.buffer;
     block.writeUInt32LE(width, REQ.datatype); // ucp_dt_make_contig(n) = n << 3: 32 for 4 bytes, 64 for 8
     block.writeUInt32LE(fetch ? ATOMIC_FETCH_MASK : ATOMIC_POST_MASK, REQ.op_attr_mask);
-    if (reply !== null) block.writeBigUInt64LE(addressOf(reply), REQ.reply_buffer);
-    return worker._track(request, ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand, 1, address, rkey, param.buffer));
+    if (reply === null) {
+      const id = worker._reserveId();
+      block.writeUInt32LE(id, REQ.user_data);
+      const ptr = ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand, 1, address, rkey, block);
+      return worker._trackVoid(id, ptr, `atomic ${op}`, null) as Request<unknown> as Request<number | bigint | undefined>;
+    }
+    const kind = width === 64 ? ResultKind.Reply64 : ResultKind.Reply32;
+    const request = worker._newRequest<number | bigint | undefined>(kind, `atomic ${op}`, reply);
+    request._reply = reply;
+    block.writeUInt32LE(request._id, REQ.user_data);
+    block.writeBigUInt64LE(addressOf(reply), REQ.reply_buffer);
+    return worker._track(request, ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand, 1, address, rkey, block));
   }
 
   /**
@@ -631,10 +637,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   flush(): Request<void> {
     const ep = this._live('flush');
     const worker = this.#worker;
-    const request = worker._newRequest<void>(ResultKind.Void, 'endpoint flush', null);
+    const id = worker._reserveId();
     const param = worker._params.send.buffer;
-    param.writeUInt32LE(request._id, REQ.user_data);
-    return worker._track(request, ucx().ucp_ep_flush_nbx(ep, param));
+    param.writeUInt32LE(id, REQ.user_data);
+    return worker._trackVoid(id, ucx().ucp_ep_flush_nbx(ep, param), 'endpoint flush', null);
   }
 
   /**

@@ -58,6 +58,8 @@ export class Request<T = void> implements PromiseLike<T> {
   #keep: unknown;
   /** @internal The slot id carried in user_data; 0 when none. */
   _id = 0;
+  /** @internal Counted among its worker's operations in flight. */
+  _tracked = false;
   /** @internal Set once ucp_request_free was called on an unfinished request (worker teardown). */
   _released = false;
   /** @internal The UCX request handle while in flight. */
@@ -94,6 +96,11 @@ export class Request<T = void> implements PromiseLike<T> {
     this.#keep = keep;
   }
 
+  /** @internal The worker it belongs to until it settles. */
+  get _host(): RequestHost | null {
+    return this.#host;
+  }
+
   /** The UCS status: UCS_INPROGRESS (1) while in flight, 0 when done, negative on failure. */
   get status(): number {
     return this.#status;
@@ -102,6 +109,21 @@ export class Request<T = void> implements PromiseLike<T> {
   /** True once the operation has finished, successfully or not. */
   get completed(): boolean {
     return this.#status !== UCS_INPROGRESS;
+  }
+
+  /**
+   * The result, read synchronously: what awaiting gives once the request completed successfully (it
+   * throws the error if it failed), undefined while in flight. For loops that progress by hand.
+   *
+   * ```ts
+   * const req = endpoint.streamRecv(buffer);
+   * worker.progressUntil(req);
+   * const received = req.value;
+   * ```
+   */
+  get value(): T | undefined {
+    if (this.#error !== undefined) throw this.#error;
+    return this.#value;
   }
 
   /** The error it failed with, once completed; undefined otherwise. */
@@ -238,3 +260,10 @@ export class Request<T = void> implements PromiseLike<T> {
     host?._requestSettled(this);
   }
 }
+
+/**
+ * The Request returned by every operation without a result that UCX completed at once: it holds no
+ * state that could change, so one instance serves them all and such an operation allocates nothing.
+ */
+export const COMPLETED: Request<void> = new Request<void>(null, ResultKind.Void, 'completed operation', null);
+COMPLETED._settle(UCS_OK, 0, 0n);

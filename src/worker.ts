@@ -13,7 +13,7 @@ import {
   CONSTANTS, OutCell, StructBuffer, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucx, type Ptr,
 } from './ffi/index.js';
 import { ClosedError, check, errorFromStatus } from './errors.js';
-import { Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
+import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
 import { beginPost, completionCallbacks, endPost, inflight, post } from './internal/completions.js';
 import { ProgressEngine, type ProgressMode } from './internal/progress-engine.js';
 import { asBytes, byteLengthOf, toTag, type BufferSource } from './internal/bytes.js';
@@ -107,7 +107,8 @@ export class Worker implements RequestHost {
   readonly #engine: ProgressEngine;
   /** @internal */
   readonly _params = new ParamBlocks();
-  readonly #inflight = new Set<AnyRequest>();
+  /** How many of this worker's requests are in flight (they live in the `inflight` slot table). */
+  #inflightCount = 0;
   readonly #endpoints = new Set<Endpoint>();
   readonly #listeners = new Set<Listener>();
   readonly #deferred: (() => void)[] = [];
@@ -136,7 +137,7 @@ export class Worker implements RequestHost {
     this.#handle = out.ptr();
     try {
       this.#engine = new ProgressEngine(
-        this.#handle as bigint, mode, wakeup, () => this.#runDeferred(), () => this.#inflight.size > 0,
+        this.#handle as bigint, mode, wakeup, () => this.#runDeferred(), () => this.#inflightCount > 0,
       );
     } catch (err) {
       ucx().ucp_worker_destroy(this.#handle);
@@ -229,9 +230,9 @@ export class Worker implements RequestHost {
    */
   flush(): Request<void> {
     const handle = this._live('Worker');
-    const request = this._newRequest<void>(ResultKind.Void, 'worker flush', null);
-    this._params.send.buffer.writeUInt32LE(request._id, REQ.user_data);
-    return this._track(request, ucx().ucp_worker_flush_nbx(handle, this._params.send.buffer));
+    const id = inflight.reserve();
+    this._params.send.buffer.writeUInt32LE(id, REQ.user_data);
+    return this._trackVoid(id, ucx().ucp_worker_flush_nbx(handle, this._params.send.buffer), 'worker flush', null);
   }
 
   /** Orders all RMA/atomic operations issued before it before those issued after, on every endpoint. */
@@ -455,7 +456,7 @@ export class Worker implements RequestHost {
   async #close(): Promise<void> {
     if (this.#handle === null) return;
     const handle = this.#handle;
-    for (const request of [...this.#inflight]) {
+    for (const request of this.#inflightRequests()) {
       if (request._handle !== null) ucx().ucp_request_cancel(handle, request._handle);
     }
     await Promise.all([...this.#endpoints].map((ep) => ep.close()));
@@ -495,7 +496,7 @@ export class Worker implements RequestHost {
    * and does not free them twice.
    */
   #destroy(handle: bigint, reason: string): void {
-    const abandoned = [...this.#inflight];
+    const abandoned = this.#inflightRequests();
     for (const request of abandoned) {
       if (request._handle !== null) {
         ucx().ucp_request_free(request._handle);
@@ -545,10 +546,50 @@ export class Worker implements RequestHost {
     }
     if (!request.completed) {
       request._handle = ptr;
-      this.#inflight.add(request);
-      this._updateBusy();
+      this.#countInflight(request);
     }
     return request;
+  }
+
+  /**
+   * @internal For operations without a result, posted as: `id = _reserveId()`, id written into
+   * `user_data`, the nbx call (one whose callback cannot run inside it: no NO_IMM_CMPL), then this. A
+   * request that UCX completed at once is the shared COMPLETED: the common case allocates nothing.
+   */
+  _trackVoid(id: number, ptr: Ptr, what: string, keep: unknown): Request<void> {
+    if (ptr === null) {
+      inflight.release(id);
+      return COMPLETED;
+    }
+    const request = new Request<void>(this, ResultKind.Void, what, keep);
+    const status = statusOfPtr(ptr);
+    if (status !== 1) {
+      inflight.release(id);
+      request._settle(status, 0, 0n);
+      return request;
+    }
+    request._id = id;
+    inflight.set(id, request);
+    request._handle = ptr;
+    this.#countInflight(request);
+    return request;
+  }
+
+  /** @internal A slot id for `_trackVoid`. */
+  _reserveId(): number {
+    return inflight.reserve();
+  }
+
+  #countInflight(request: AnyRequest): void {
+    request._tracked = true;
+    // Busy state changes only on 0 <-> 1; in between, a new operation only needs progress to be due.
+    if (this.#inflightCount++ === 0) this._updateBusy();
+    else this.#engine.kick();
+  }
+
+  /** This worker's requests in flight. */
+  #inflightRequests(): AnyRequest[] {
+    return inflight.values().filter((request) => request._tracked && request._host === this);
   }
 
   #releaseId(request: AnyRequest): void {
@@ -565,7 +606,9 @@ export class Worker implements RequestHost {
 
   /** @internal */
   _requestSettled(request: AnyRequest): void {
-    if (this.#inflight.delete(request)) this._updateBusy();
+    if (!request._tracked) return;
+    request._tracked = false;
+    if (--this.#inflightCount === 0) this._updateBusy();
   }
 
   /** @internal Runs `fn` after the current progress call returns (never from inside a UCX callback). */
@@ -585,7 +628,8 @@ export class Worker implements RequestHost {
   _updateBusy(): void {
     // Before the AM dispatcher exists (during construction) nothing can be waiting on it.
     const amWaiting = this.#am?.waiting ?? false;
-    this.#engine.setBusy(this.#inflight.size > 0 || this.#listeners.size > 0 || amWaiting, this.#inflight.size > 0);
+    const inflightNow = this.#inflightCount > 0;
+    this.#engine.setBusy(inflightNow || this.#listeners.size > 0 || amWaiting, inflightNow);
   }
 
   /** @internal Progresses until `done()` or the deadline; used by close paths in every mode. */

@@ -8,13 +8,30 @@ export class SlotTable<T> {
   readonly #free: number[] = [];
 
   add(value: T): number {
+    const id = this.reserve();
+    this.#slots[id] = value;
+    return id;
+  }
+
+  /**
+   * Takes an id without an object yet (`set` fills it, `release` gives it back): an operation writes the
+   * id into `user_data` before its nbx call and makes its object only if UCX did not complete it at once.
+   */
+  reserve(): number {
     const id = this.#free.pop();
-    if (id !== undefined) {
-      this.#slots[id] = value;
-      return id;
-    }
-    this.#slots.push(value);
+    if (id !== undefined) return id;
+    this.#slots.push(undefined);
     return this.#slots.length - 1;
+  }
+
+  set(id: number, value: T): void {
+    this.#slots[id] = value;
+  }
+
+  /** Gives back a reserved id that was never filled. */
+  release(id: number): void {
+    this.#slots[id] = undefined;
+    this.#free.push(id);
   }
 
   get(id: number): T | undefined {
@@ -26,5 +43,12 @@ export class SlotTable<T> {
       this.#slots[id] = undefined;
       this.#free.push(id);
     }
+  }
+
+  /** The live objects (a snapshot). */
+  values(): T[] {
+    const out: T[] = [];
+    for (const value of this.#slots) if (value !== undefined) out.push(value);
+    return out;
   }
 }
