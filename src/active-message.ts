@@ -35,6 +35,8 @@ const UCS_INPROGRESS = 1;
 const UCS_ERR_REJECTED = -23;
 /** UCP carries AM ids in 16 bits. */
 export const AM_ID_MAX = 0xffff;
+/** Zero bytes, shared (nothing can be written into it). */
+const EMPTY = new Uint8Array(0);
 
 export type AmHandler = (message: AmMessage) => void | Promise<void>;
 
@@ -310,10 +312,10 @@ export class AmDispatcher {
     if (param !== null && (attr & K.UCP_AM_RECV_ATTR_FIELD_REPLY_EP) !== 0n) {
       replyEndpoint = this.#worker._endpointByHandle(readU64(param, 8)) ?? null;
     }
-    const headerBytes = header === null || headerLength === 0
-      ? new Uint8Array(0) : new Uint8Array(copyFromMemory(header, headerLength));
-    const payload = rendezvous || data === null || length === 0
-      ? (rendezvous ? null : new Uint8Array(0)) : new Uint8Array(copyFromMemory(data, length));
+    // Copies (UCX reuses both regions once the callback returns), as Buffers: Uint8Arrays whose memory
+    // is off V8's heap, which is what C can write into cheaply.
+    const headerBytes = header === null || headerLength === 0 ? EMPTY : copyFromMemory(header, headerLength);
+    const payload = rendezvous ? null : data === null || length === 0 ? EMPTY : copyFromMemory(data, length);
     const pending = rendezvous && data !== null ? new PendingDescriptor(this, data) : null;
     const message = new AmMessage(
       this.#worker, this.#workerHandle, id, headerBytes, length, payload, pending, replyEndpoint,

@@ -549,13 +549,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     else params.atomicOperand.writeUInt32LE(Number(operand), 0);
     let reply: Uint8Array | null = null;
     if (fetch) {
-      reply = new Uint8Array(8);
+      // From Node's pooled slab, already off V8's heap: C writes into it without moving it first.
+      reply = Buffer.allocUnsafe(8).fill(0);
       if (op === 'cswap') {
         const compare = options.compare;
         if (compare === undefined) throw new TypeError("atomic 'cswap' needs options.compare");
         // UCX: the operand buffer holds the value to compare with; the reply buffer the value to store.
         const expected = toWord(compare, width, 'compare');
-        const view = new DataView(reply.buffer);
+        const view = new DataView(reply.buffer, reply.byteOffset, 8);
         if (width === 64) {
           params.atomicOperand.writeBigUInt64LE(expected, 0);
           view.setBigUint64(0, operand, true);

@@ -87,6 +87,8 @@ export interface UcxFunctions {
   open_memstream(bufferOut: Buffer, sizeOut: Buffer): Ptr;
   fclose(stream: Ptr): number;
   free(pointer: Ptr): void;
+  /** Copies C memory into a JS buffer (cheaper than a koffi view plus a copy). */
+  memcpy(destination: Uint8Array, source: Ptr, length: number): Ptr;
 }
 
 /** The C callback prototypes ucxx-ts registers (once each, dispatching on `user_data`/`arg`). */
@@ -170,6 +172,7 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'int shmdt(void *shmaddr)',
     'int fclose(void *stream)',
     'void free(void *ptr)',
+    'void *memcpy(void *dest, const void *src, size_t n)',
   ],
 };
 

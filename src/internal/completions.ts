@@ -48,7 +48,9 @@ export function post<A extends unknown[]>(fn: (...args: A) => bigint | null, ...
  * a koffi callback is a nested FFI call, far dearer than the same call made afterwards.
  */
 let progressing = false;
-const freeAfterProgress: bigint[] = [];
+/** Handles to free, in [0, toFree) (a count rather than `length = 0`, which is a runtime call in V8). */
+const freeAfterProgress: (bigint | null)[] = [];
+let toFree = 0;
 
 /** Runs one ucp_worker_progress call and frees what completed inside it. */
 export function progressOnce(progress: (worker: bigint) => number, worker: bigint): number {
@@ -59,10 +61,13 @@ export function progressOnce(progress: (worker: bigint) => number, worker: bigin
   } finally {
     progressing = false;
   }
-  if (freeAfterProgress.length > 0) {
+  if (toFree > 0) {
     const free = ucx().ucp_request_free;
-    for (const handle of freeAfterProgress) free(handle);
-    freeAfterProgress.length = 0;
+    for (let i = 0; i < toFree; i++) {
+      free(freeAfterProgress[i] as bigint);
+      freeAfterProgress[i] = null;
+    }
+    toFree = 0;
   }
   return n;
 }
@@ -72,7 +77,7 @@ function complete(handle: bigint | null, id: number, status: number, length: num
   inflight.delete(id);
   if (handle !== null && request?._released !== true) {
     if (posting) freeAfterPost = handle;
-    else if (progressing) freeAfterProgress.push(handle);
+    else if (progressing) freeAfterProgress[toFree++] = handle;
     else ucx().ucp_request_free(handle);
   }
   if (request !== undefined) {
