@@ -34,6 +34,8 @@ interface Plan {
   progress: Mode;
   /** Peer failure detection on the measured endpoints (ucx_perftest's -e). */
   errorHandling: boolean;
+  /** 'event'/'polling': the worker's busyPollUs (undefined: its default). */
+  busyPollUs?: number;
 }
 
 interface Result {
@@ -57,6 +59,8 @@ const USAGE = `usage: ucxx-perf [HOST] [options]   (no HOST: server; --local: bo
   -m, --memory KIND       allocated (UCX allocates the target region) | registered (default allocated)
   -P, --progress MODE     spin (synchronous busy-poll) | polling | event (default spin)
   -O, --outstanding N     operations in flight before waiting (bandwidth tests, default 16)
+  -B, --busy-poll US       'event'/'polling': microseconds of polling after the last activity before
+                          the worker sleeps (default 50 for event, 1000 for polling; 0: sleep at once)
   -e, --error-handling    measured endpoints detect peer failure (ucxx-ts's default; off here, as in
                           ucx_perftest, whose -e it mirrors)
   -p, --port N            server port (default 13337; 0 with --local picks one)
@@ -106,6 +110,7 @@ function parseCommandLine(argv: string[]): { host?: string; local: boolean; json
       progress: { type: 'string', short: 'P' },
       outstanding: { type: 'string', short: 'O' },
       'error-handling': { type: 'boolean', short: 'e' },
+      'busy-poll': { type: 'string', short: 'B' },
       port: { type: 'string', short: 'p' },
       local: { type: 'boolean' },
       json: { type: 'boolean' },
@@ -129,6 +134,8 @@ function parseCommandLine(argv: string[]): { host?: string; local: boolean; json
   const port = positive(values.port, 'port', values.local === true ? 0 : 13337);
   if (port > 65535) throw new UsageError('port must be <= 65535');
   const warmup = positive(values.warmup, 'warmup', -1);
+  const busyPoll = values['busy-poll'] === undefined ? undefined : positive(values['busy-poll'], 'busy-poll', 0);
+  if (busyPoll !== undefined && progress === 'spin') throw new UsageError('--busy-poll applies to --progress event or polling');
   const host = positionals[0];
   if (host !== undefined && values.local === true) throw new UsageError('--local runs its own server: no HOST');
   return {
@@ -137,7 +144,10 @@ function parseCommandLine(argv: string[]): { host?: string; local: boolean; json
     json: values.json === true,
     port,
     iterationsGiven: iterations > 0,
-    plan: { test, sizes, iterations, warmup, outstanding, memory, progress, errorHandling: values['error-handling'] === true },
+    plan: {
+      test, sizes, iterations, warmup, outstanding, memory, progress, errorHandling: values['error-handling'] === true,
+      ...(busyPoll === undefined ? {} : { busyPollUs: busyPoll }),
+    },
   };
 }
 
@@ -178,11 +188,13 @@ const ADDRESS_TAG = 0x5045524600000007n; // server -> client: its worker address
  * shared-memory transport signals an armed peer through a socket on every message, which costs
  * microseconds that a busy-polling peer does not need.
  */
-function open(mode: Mode): { context: Context; worker: Worker; control: Worker } {
+function open(mode: Mode, busyPollUs?: number): { context: Context; worker: Worker; control: Worker } {
   const context = mode === 'spin'
     ? new Context({ features: ['tag', 'stream', 'am', 'rma', 'amo32', 'amo64'] })
     : new Context();
-  const worker = context.createWorker({ progressMode: mode === 'spin' ? 'manual' : mode });
+  const worker = context.createWorker({
+    progressMode: mode === 'spin' ? 'manual' : mode, ...(busyPollUs === undefined ? {} : { busyPollUs }),
+  });
   // The control worker sleeps until it has something to do ('event'), so that it does not compete
   // with the measurement for the CPU.
   const control = context.createWorker({ progressMode: mode === 'spin' ? 'manual' : 'event' });
@@ -221,8 +233,8 @@ function regionSize(plan: Plan): number {
 
 // ---- server -----------------------------------------------------------------------------------------
 
-async function serve(port: number, mode: Mode, onListening?: (port: number) => void): Promise<void> {
-  const { context, worker, control } = open(mode);
+async function serve(port: number, mode: Mode, busyPollUs?: number, onListening?: (port: number) => void): Promise<void> {
+  const { context, worker, control } = open(mode, busyPollUs);
   const listener = control.listen({ port });
   onListening?.(listener.port);
   if (onListening === undefined) console.error(`ucxx-perf: server listening on port ${listener.port}`);
@@ -339,7 +351,7 @@ async function serveOne(context: Context, worker: Worker, controlWorker: Worker,
 // ---- client -----------------------------------------------------------------------------------------
 
 async function runClient(host: string, port: number, plan: Plan, json: boolean): Promise<Result[]> {
-  const { context, worker, control: controlWorker } = open(plan.progress);
+  const { context, worker, control: controlWorker } = open(plan.progress, plan.busyPollUs);
   const results: Result[] = [];
   try {
     const control = await controlWorker.connect(host, port);
@@ -576,7 +588,8 @@ class ProgressBar {
 async function main(): Promise<void> {
   if (process.argv[2] === '--serve-child') {
     const port = Number(process.argv[3]);
-    await serve(port, (process.argv[4] ?? 'spin') as Mode, (bound) => process.send?.({ port: bound }));
+    const busyPoll = process.argv[5] === undefined || process.argv[5] === '' ? undefined : Number(process.argv[5]);
+    await serve(port, (process.argv[4] ?? 'spin') as Mode, busyPoll, (bound) => process.send?.({ port: bound }));
     process.exit(0);
   }
   let options;
@@ -590,7 +603,7 @@ async function main(): Promise<void> {
     throw err;
   }
   if (options.local) {
-    const child = fork(fileURLToPath(import.meta.url), ['--serve-child', String(options.port), options.plan.progress], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = fork(fileURLToPath(import.meta.url), ['--serve-child', String(options.port), options.plan.progress, String(options.plan.busyPollUs ?? '')], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     const killer = setTimeout(() => child.kill('SIGKILL'), 10 * 60 * 1000);
     killer.unref();
     try {
@@ -613,7 +626,7 @@ async function main(): Promise<void> {
     return;
   }
   if (options.host === undefined) {
-    await serve(options.port, options.plan.progress);
+    await serve(options.port, options.plan.progress, options.plan.busyPollUs);
     return;
   }
   await runClient(options.host, options.port, options.plan, options.json);

@@ -173,6 +173,10 @@ describe('process lifetime', () => {
       assert.ok(busy > 200, `a polling worker with a receive in flight used only ${busy} ms in 0.5 s`);
       pending.cancel();
       await pending.catch(() => undefined);
+      // Nothing in flight: it polls for its grace period (1 ms by default), then sleeps.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const after = await cpuOver(1000);
+      assert.ok(after < 50, `a polling worker with nothing in flight used ${after} ms of CPU in 1 s`);
     }
   });
 });
@@ -210,6 +214,8 @@ describe('loading and configuration', () => {
     assert.throws(() => new Context({ features: ['teleport' as never] }), TypeError);
     const context = new Context();
     assert.throws(() => context.createWorker({ progressMode: 'sometimes' as never }), TypeError);
+    assert.throws(() => context.createWorker({ busyPollUs: -1 }), RangeError);
+    assert.throws(() => context.createWorker({ busyPollUs: Number.NaN }), RangeError);
     assert.throws(() => context.createMemoryHandle(0), RangeError);
     assert.throws(() => context.createMemoryHandle(100, new Uint8Array(10)), RangeError);
     assert.throws(() => context.createMemoryHandle(10, 'abc' as never), TypeError);

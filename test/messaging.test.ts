@@ -52,6 +52,29 @@ describe('tag', () => {
     });
   }
 
+  test('results read synchronously with value; sends completed at once share one completed Request', async () => {
+    const tag = ECHO | 91n;
+    const back = new Uint8Array(8);
+    const receive = worker.tagRecv(back, tag);
+    assert.equal(receive.value, undefined); // still in flight
+    const first = endpoint.tagSend(pattern(9, 8), tag);
+    const second = endpoint.tagSend(pattern(10, 8), ECHO | 92n);
+    // 8 B eager sends over shared memory complete inside the call: no object is made for them.
+    assert.ok(first.completed && second.completed);
+    assert.equal(first, second);
+    assert.equal(first.status, 0);
+    assert.equal(await first, undefined);
+    const spare = new Uint8Array(8);
+    await worker.tagRecv(spare, ECHO | 92n);
+    assert.equal(firstMismatch(spare, pattern(10, 8)), -1);
+    await receive;
+    assert.deepEqual(receive.value, { length: 8, senderTag: tag });
+    const truncated = worker.tagRecv(new Uint8Array(2), ECHO | 93n);
+    await endpoint.tagSend(pattern(11, 64), ECHO | 93n);
+    await truncated.catch(() => undefined);
+    assert.throws(() => truncated.value, MessageTruncatedError);
+  });
+
   test('a list of buffers is sent and received as one message (iov)', async () => {
     const tag = ECHO | 77n;
     const parts = [pattern(1, 10), pattern(2, 70000), pattern(3, 1)];

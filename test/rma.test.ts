@@ -147,12 +147,13 @@ describe('access rights', () => {
 });
 
 describe('progress modes', () => {
-  for (const mode of ['event', 'polling', 'manual'] as const) {
-    test(`'${mode}' on both sides moves data`, async () => {
+  for (const [mode, busyPollUs] of [['event', undefined], ['event', 0], ['polling', undefined], ['polling', 0], ['manual', undefined]] as const) {
+    const label = busyPollUs === undefined ? `'${mode}'` : `'${mode}' with busyPollUs ${busyPollUs}`;
+    test(`${label} on both sides moves data`, async () => {
       const peer = Peer.start('rma-target', { kind: 'registered', size: MiB, progressMode: mode });
       const ready = await peer.next('ready');
       const context = new Context();
-      const worker = context.createWorker({ progressMode: mode });
+      const worker = context.createWorker({ progressMode: mode, ...(busyPollUs === undefined ? {} : { busyPollUs }) });
       let pump: NodeJS.Timeout | undefined;
       if (mode === 'manual') pump = setInterval(() => worker.progress(), 1);
       try {
