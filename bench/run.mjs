@@ -42,8 +42,11 @@ const MiB = 1024 * 1024;
  * c: ucx_perftest test and fixed options; outstanding: true = pass the same -O as ucxx-perf gets.
  * net: 'lat' (ping-pong, half round trip) or 'bw' (one-way stream), or null with the reason.
  * note: where the definitions differ (the full text is in docs/performance.md).
- * @typedef {{ kind: 'latency' | 'bandwidth' | 'rate', c: { test: string, outstanding: number | 'same' } | null,
- *   net: 'lat' | 'bw' | null, noNet?: string, sizes?: number[], note?: string }} TestSpec
+ * base/progress (progress-mode variants such as 'tag_lat:event'): the ucxx-perf test and -P they run;
+ * c.extra: more ucx_perftest options (its wait mode: -E sleep for 'event').
+ * @typedef {{ kind: 'latency' | 'bandwidth' | 'rate',
+ *   c: { test: string, outstanding: number | 'same', extra?: string[] } | null,
+ *   net: 'lat' | 'bw' | null, noNet?: string, sizes?: number[], note?: string, base?: string, progress?: string }} TestSpec
  * @type {Record<string, TestSpec>}
  */
 const TESTS = {
@@ -73,6 +76,22 @@ const TESTS = {
     note: 'ucxx-ts flushes after every -O atomic adds; ucp_add keeps -O requests in flight and flushes once',
   },
 };
+// The issue's latency targets are per progress mode: 8 B latency with the library's own 'polling' and
+// 'event' progress (Promises, the event loop running), against ucx_perftest polling (its default) and
+// sleeping (-E sleep: ucp_worker_wait between operations).
+for (const base of /** @type {const} */ (['put_lat', 'tag_lat', 'am_lat'])) {
+  for (const progress of /** @type {const} */ (['polling', 'event'])) {
+    const spec = TESTS[base];
+    const c = spec.c === null ? null : { ...spec.c, ...(progress === 'event' ? { extra: ['-E', 'sleep'] } : {}) };
+    /** @type {TestSpec} */
+    const variant = { ...spec, c, sizes: [8], base, progress };
+    if (progress === 'event') {
+      variant.note = 'ucxx-ts -P event (sleeps in epoll after a 50 us grace period); ucx_perftest -E sleep' +
+        (spec.note === undefined ? '' : `; ${spec.note}`);
+    }
+    TESTS[`${base}:${progress}`] = variant;
+  }
+}
 
 const FULL_SIZES = [8, 64, 512, 4 * KiB, 32 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB];
 const SHORT_SIZES = [8, 64 * KiB];
@@ -198,9 +217,10 @@ function describeFailure(r, timeoutS) {
  * @returns {Promise<Measurement>}
  */
 async function runUcxx(point, config) {
-  const args = [CLI, '--local', '-t', point.test, '-s', String(point.size), '-n', String(point.iterations),
-    '-w', String(point.warmup), '-m', config.memory, '-P', config.progress, '--json'];
   const spec = /** @type {TestSpec} */ (TESTS[point.test]);
+  const test = spec.base ?? point.test;
+  const args = [CLI, '--local', '-t', test, '-s', String(point.size), '-n', String(point.iterations),
+    '-w', String(point.warmup), '-m', config.memory, '-P', spec.progress ?? config.progress, '--json'];
   if (spec.kind !== 'latency') args.splice(args.length - 1, 0, '-O', String(point.outstanding));
   const timeoutS = timeoutFor(point.size, point.iterations + point.warmup);
   const run = start(process.execPath, args, timeoutS);
@@ -212,7 +232,7 @@ async function runUcxx(point, config) {
     if (!line.trim().startsWith('{')) continue;
     try {
       const obj = JSON.parse(line);
-      if (obj.tool === 'ucxx-perf' && obj.test === point.test && obj.size === point.size) found = obj;
+      if (obj.tool === 'ucxx-perf' && obj.test === test && obj.size === point.size) found = obj;
     } catch { /* not JSON */ }
   }
   if (r.code !== 0 || found === null) {
@@ -309,7 +329,7 @@ async function runPerftestOnce(point) {
   const port = await freePort();
   const server = start('ucx_perftest', ['-p', String(port)], timeoutS + 10);
   const args = ['127.0.0.1', '-p', String(port), '-t', c.test, '-s', String(point.size), '-n', String(point.iterations),
-    '-w', String(point.warmup), '-O', String(outstanding)];
+    '-w', String(point.warmup), '-O', String(outstanding), ...(c.extra ?? [])];
   const command = `ucx_perftest -p ${port} & ucx_perftest ${args.join(' ')}`;
   try {
     const deadline = Date.now() + 10_000;

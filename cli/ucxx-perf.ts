@@ -231,6 +231,42 @@ function regionSize(plan: Plan): number {
   return Math.max(4096, ...plan.sizes) ;
 }
 
+/** The last `size` requests posted, in a fixed ring (no allocation per operation). */
+class Window {
+  readonly #ring: (Request<unknown> | null)[];
+  #next = 0;
+  #count = 0;
+  constructor(size: number) {
+    this.#ring = new Array<Request<unknown> | null>(size).fill(null);
+  }
+
+  push(request: Request<unknown>): void {
+    this.#ring[this.#next] = request;
+    this.#next = (this.#next + 1) % this.#ring.length;
+    if (this.#count < this.#ring.length) this.#count++;
+  }
+
+  full(): boolean {
+    return this.#count === this.#ring.length;
+  }
+
+  /** When full: the request the next push replaces (the oldest); otherwise null. */
+  oldest(): Request<unknown> | null {
+    return this.full() ? this.#ring[this.#next] ?? null : null;
+  }
+
+  /** Empties the window, returning its requests oldest first. */
+  drain(): Request<unknown>[] {
+    const out: Request<unknown>[] = [];
+    const start = (this.#next - this.#count + this.#ring.length) % this.#ring.length;
+    for (let i = 0; i < this.#count; i++) out.push(this.#ring[(start + i) % this.#ring.length] as Request<unknown>);
+    this.#ring.fill(null);
+    this.#next = 0;
+    this.#count = 0;
+    return out;
+  }
+}
+
 // ---- server -----------------------------------------------------------------------------------------
 
 async function serve(port: number, mode: Mode, busyPollUs?: number, onListening?: (port: number) => void): Promise<void> {
@@ -302,12 +338,15 @@ async function serveOne(context: Context, worker: Worker, controlWorker: Worker,
         }
         break;
       case 'tag_bw': {
-        const window: Request<unknown>[] = [];
+        // A ring of `outstanding` receives: slot k % outstanding is waited for before it is reused.
+        const ring = new Window(plan.outstanding);
+        const target = buffer.subarray(0, s);
         for (let k = 0; k < total; k++) {
-          window.push(worker.tagRecv(buffer.subarray(0, s), PING_TAG));
-          if (window.length >= plan.outstanding) await wait(window.shift() as Request<unknown>);
+          const oldest = ring.oldest();
+          if (oldest !== null) await wait(oldest);
+          ring.push(worker.tagRecv(target, PING_TAG));
         }
-        for (const r of window) await wait(r);
+        for (const r of ring.drain()) await wait(r);
         await wait(endpoint.tagSend(new Uint8Array(1), ACK_TAG));
         break;
       }
@@ -461,14 +500,19 @@ async function measure(
     return summarize(plan, size, samples, null);
   }
   // Bandwidth and rate tests: `outstanding` operations in flight, then wait; the whole run is timed.
-  const window: Request<unknown>[] = [];
+  const window = new Window(plan.outstanding);
   const ackBuffer = new Uint8Array(1);
+  const flushed = test === 'put_bw' || test === 'atomic_rate';
   for (let k = 0; k < total; k++) {
     if (k === warmup) {
-      for (const r of window.splice(0)) await wait(r);
+      for (const r of window.drain()) await wait(r);
       if (test === 'put_bw' || test === 'get_bw' || test === 'atomic_rate') await wait(endpoint.flush());
       start = performance.now();
     }
+    // Requests complete in order per endpoint: waiting for the oldest keeps `outstanding` in flight.
+    // put_bw and atomic_rate instead flush once `outstanding` were posted.
+    const oldest = flushed ? null : window.oldest();
+    if (oldest !== null) await wait(oldest);
     switch (test) {
       case 'put_bw':
         window.push(endpoint.memPut(data, key, 0));
@@ -491,20 +535,12 @@ async function measure(
       default:
         break;
     }
-    if (window.length >= plan.outstanding) {
-      if (test === 'put_bw' || test === 'atomic_rate') {
-        await wait(endpoint.flush());
-        window.length = 0;
-      } else {
-        // Requests complete in order per endpoint; waiting for the oldest keeps `outstanding` in flight.
-        const pending = window.filter((r) => !r.completed);
-        window.length = 0;
-        window.push(...pending);
-        if (window.length >= plan.outstanding) await wait(window.shift() as Request<unknown>);
-      }
+    if (flushed && window.full()) {
+      await wait(endpoint.flush());
+      window.drain();
     }
   }
-  for (const r of window) await wait(r);
+  for (const r of window.drain()) await wait(r);
   if (test === 'put_bw' || test === 'get_bw' || test === 'atomic_rate') await wait(endpoint.flush());
   if (test === 'tag_bw' || test === 'stream_bw' || test === 'am_bw') await wait(worker.tagRecv(ackBuffer, ACK_TAG));
   const seconds = (performance.now() - start) / 1000;
