@@ -205,7 +205,7 @@ export class Worker implements RequestHost {
     const engine = this.#engine;
     let spins = 0;
     while (!request.completed) {
-      engine.progress();
+      engine.progressOne();
       if ((++spins & 1023) === 0 && performance.now() > deadline) {
         throw errorFromStatus(-20, `progressUntil: not completed after ${timeoutMs} ms`);
       }
