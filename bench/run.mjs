@@ -46,7 +46,8 @@ const MiB = 1024 * 1024;
  * c.extra: more ucx_perftest options (its wait mode: -E sleep for 'event').
  * @typedef {{ kind: 'latency' | 'bandwidth' | 'rate',
  *   c: { test: string, outstanding: number | 'same', extra?: string[] } | null,
- *   net: 'lat' | 'bw' | null, noNet?: string, sizes?: number[], note?: string, base?: string, progress?: string }} TestSpec
+ *   net: 'lat' | 'bw' | null, noNet?: string, sizes?: number[], note?: string, base?: string, progress?: string,
+ *   ucxxExtra?: string[] }} TestSpec
  * @type {Record<string, TestSpec>}
  */
 const TESTS = {
@@ -55,10 +56,7 @@ const TESTS = {
     noNet: 'no net equivalent (one-sided put + flush)',
     note: 'ucxx-ts times put + flush (a full round trip to the target); ucp_put_lat is half a put ping-pong',
   },
-  put_bw: {
-    kind: 'bandwidth', c: { test: 'ucp_put_bw', outstanding: 'same' }, net: 'bw',
-    note: 'ucxx-ts flushes after every -O puts; ucp_put_bw keeps -O requests in flight and flushes once',
-  },
+  put_bw: { kind: 'bandwidth', c: { test: 'ucp_put_bw', outstanding: 'same' }, net: 'bw' },
   get_lat: { kind: 'latency', c: { test: 'ucp_get', outstanding: 1 }, net: null, noNet: 'no net equivalent (one-sided get)' },
   get_bw: { kind: 'bandwidth', c: { test: 'ucp_get', outstanding: 'same' }, net: null, noNet: 'no net equivalent (one-sided get)' },
   tag_lat: { kind: 'latency', c: { test: 'tag_lat', outstanding: 1 }, net: 'lat' },
@@ -73,7 +71,12 @@ const TESTS = {
   atomic_rate: {
     kind: 'rate', c: { test: 'ucp_add', outstanding: 'same' }, net: null, noNet: 'no net equivalent (remote atomic)',
     sizes: [8],
-    note: 'ucxx-ts flushes after every -O atomic adds; ucp_add keeps -O requests in flight and flushes once',
+  },
+  // The issue's rate target: 8 B puts with one flush per 1,000.
+  'put_bw:flush1000': {
+    kind: 'rate', c: { test: 'ucp_put_bw', outstanding: 'same' }, net: null,
+    noNet: 'no net equivalent (one-sided put + flush)', sizes: [8], base: 'put_bw', ucxxExtra: ['-F', '1000'],
+    note: 'ucxx-ts flushes after every 1,000 puts; ucp_put_bw flushes once, at the end',
   },
 };
 // The issue's latency targets are per progress mode: 8 B latency with the library's own 'polling' and
@@ -82,11 +85,13 @@ const TESTS = {
 for (const base of /** @type {const} */ (['put_lat', 'tag_lat', 'am_lat'])) {
   for (const progress of /** @type {const} */ (['polling', 'event'])) {
     const spec = TESTS[base];
-    const c = spec.c === null ? null : { ...spec.c, ...(progress === 'event' ? { extra: ['-E', 'sleep'] } : {}) };
+    // ucp_put_lat is one-sided (each side watches its own memory): it cannot sleep, -E sleep hangs.
+    const sleeps = progress === 'event' && base !== 'put_lat';
+    const c = spec.c === null ? null : { ...spec.c, ...(sleeps ? { extra: ['-E', 'sleep'] } : {}) };
     /** @type {TestSpec} */
     const variant = { ...spec, c, sizes: [8], base, progress };
     if (progress === 'event') {
-      variant.note = 'ucxx-ts -P event (sleeps in epoll after a 50 us grace period); ucx_perftest -E sleep' +
+      variant.note = `ucxx-ts -P event (sleeps in epoll after a 50 us grace period); ${sleeps ? 'ucx_perftest -E sleep' : 'ucx_perftest polls (ucp_put_lat cannot sleep)'}` +
         (spec.note === undefined ? '' : `; ${spec.note}`);
     }
     TESTS[`${base}:${progress}`] = variant;
@@ -220,7 +225,8 @@ async function runUcxx(point, config) {
   const spec = /** @type {TestSpec} */ (TESTS[point.test]);
   const test = spec.base ?? point.test;
   const args = [CLI, '--local', '-t', test, '-s', String(point.size), '-n', String(point.iterations),
-    '-w', String(point.warmup), '-m', config.memory, '-P', spec.progress ?? config.progress, '--json'];
+    '-w', String(point.warmup), '-m', config.memory, '-P', spec.progress ?? config.progress, ...(spec.ucxxExtra ?? []),
+    '--json'];
   if (spec.kind !== 'latency') args.splice(args.length - 1, 0, '-O', String(point.outstanding));
   const timeoutS = timeoutFor(point.size, point.iterations + point.warmup);
   const run = start(process.execPath, args, timeoutS);

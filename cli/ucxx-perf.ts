@@ -30,6 +30,8 @@ interface Plan {
   iterations: number;
   warmup: number;
   outstanding: number;
+  /** put_bw/atomic_rate: a flush after every this many operations (0: only at the end, as ucx_perftest). */
+  flushEvery: number;
   memory: 'allocated' | 'registered';
   progress: Mode;
   /** Peer failure detection on the measured endpoints (ucx_perftest's -e). */
@@ -59,7 +61,8 @@ const USAGE = `usage: ucxx-perf [HOST] [options]   (no HOST: server; --local: bo
   -m, --memory KIND       allocated (UCX allocates the target region) | registered (default allocated)
   -P, --progress MODE     spin (synchronous busy-poll) | polling | event (default spin)
   -O, --outstanding N     operations in flight before waiting (bandwidth tests, default 16)
-  -B, --busy-poll US       'event'/'polling': microseconds of polling after the last activity before
+  -F, --flush-every N     put_bw, atomic_rate: flush after every N operations (default 0: once, at the end)
+  -B, --busy-poll US      'event'/'polling': microseconds of polling after the last activity before
                           the worker sleeps (default 50 for event, 1000 for polling; 0: sleep at once)
   -e, --error-handling    measured endpoints detect peer failure (ucxx-ts's default; off here, as in
                           ucx_perftest, whose -e it mirrors)
@@ -109,6 +112,7 @@ function parseCommandLine(argv: string[]): { host?: string; local: boolean; json
       memory: { type: 'string', short: 'm' },
       progress: { type: 'string', short: 'P' },
       outstanding: { type: 'string', short: 'O' },
+      'flush-every': { type: 'string', short: 'F' },
       'error-handling': { type: 'boolean', short: 'e' },
       'busy-poll': { type: 'string', short: 'B' },
       port: { type: 'string', short: 'p' },
@@ -146,6 +150,7 @@ function parseCommandLine(argv: string[]): { host?: string; local: boolean; json
     iterationsGiven: iterations > 0,
     plan: {
       test, sizes, iterations, warmup, outstanding, memory, progress, errorHandling: values['error-handling'] === true,
+      flushEvery: positive(values['flush-every'], 'flush-every', 0),
       ...(busyPoll === undefined ? {} : { busyPollUs: busyPoll }),
     },
   };
@@ -502,17 +507,17 @@ async function measure(
   // Bandwidth and rate tests: `outstanding` operations in flight, then wait; the whole run is timed.
   const window = new Window(plan.outstanding);
   const ackBuffer = new Uint8Array(1);
-  const flushed = test === 'put_bw' || test === 'atomic_rate';
+  const flushEvery = test === 'put_bw' || test === 'atomic_rate' ? plan.flushEvery : 0;
   for (let k = 0; k < total; k++) {
     if (k === warmup) {
       for (const r of window.drain()) await wait(r);
       if (test === 'put_bw' || test === 'get_bw' || test === 'atomic_rate') await wait(endpoint.flush());
       start = performance.now();
     }
-    // Requests complete in order per endpoint: waiting for the oldest keeps `outstanding` in flight.
-    // put_bw and atomic_rate instead flush once `outstanding` were posted.
-    const oldest = flushed ? null : window.oldest();
-    if (oldest !== null) await wait(oldest);
+    // Requests complete in order per endpoint: waiting for the oldest keeps at most `outstanding` in
+    // flight (operations that UCX completed at once do not count, as in ucx_perftest).
+    const oldest = window.oldest();
+    if (oldest !== null && !oldest.completed) await wait(oldest);
     switch (test) {
       case 'put_bw':
         window.push(endpoint.memPut(data, key, 0));
@@ -535,10 +540,7 @@ async function measure(
       default:
         break;
     }
-    if (flushed && window.full()) {
-      await wait(endpoint.flush());
-      window.drain();
-    }
+    if (flushEvery > 0 && (k + 1) % flushEvery === 0) await wait(endpoint.flush());
   }
   for (const r of window.drain()) await wait(r);
   if (test === 'put_bw' || test === 'get_bw' || test === 'atomic_rate') await wait(endpoint.flush());
@@ -590,6 +592,7 @@ const COLUMNS = ['size', 'iterations', '50.0%ile (us)', 'average (us)', '99.0%il
 
 function printHeader(plan: Plan): void {
   console.log(`ucxx-perf ${plan.test}: memory ${plan.memory}, progress ${plan.progress}, outstanding ${plan.outstanding}, `
+    + (plan.flushEvery > 0 ? `flush every ${plan.flushEvery}, ` : '')
     + `error handling ${plan.errorHandling ? 'on' : 'off'}`);
   console.log(COLUMNS.map((c) => c.padStart(16)).join(' '));
 }

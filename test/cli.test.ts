@@ -21,6 +21,8 @@ test('bad options: status 2 and a message saying what is wrong', () => {
     [['-m', 'gpu'], /memory must be/],
     [['-P', 'sometimes'], /progress must be/],
     [['--local', 'somehost'], /no HOST/],
+    [['-B', '50'], /--busy-poll applies to --progress event or polling/],
+    [['-F', 'x3'], /flush-every must be a non-negative integer/],
   ] as const) {
     const { status, stderr } = run([...args]);
     assert.equal(status, 2, `${args.join(' ')}: ${stderr}`);
@@ -39,4 +41,18 @@ test('--local runs a test and prints one JSON object per size', () => {
     assert.ok((line['bandwidth_MBps'] as number) > 0);
     assert.ok((line['message_rate'] as number) > 0);
   }
+});
+
+test('--local with event progress, error handling and a flush every N: the options reach both sides', () => {
+  const { status, stdout, stderr } = run([
+    '--local', '-t', 'tag_lat', '-s', '8', '-n', '200', '-w', '20', '-P', 'event', '-B', '0', '-e', '--json',
+  ]);
+  assert.equal(status, 0, stderr);
+  const result = JSON.parse(stdout.trim()) as Record<string, unknown>;
+  assert.equal(result['progress'], 'event');
+  assert.equal(result['error_handling'], true);
+  assert.ok((result['latency_us'] as { p50: number }).p50 > 0);
+  const flushed = run(['--local', '-t', 'put_bw', '-s', '8', '-n', '3000', '-F', '1000', '--json']);
+  assert.equal(flushed.status, 0, flushed.stderr);
+  assert.equal((JSON.parse(flushed.stdout.trim()) as Record<string, unknown>)['iterations'], 3000);
 });
