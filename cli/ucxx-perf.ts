@@ -219,7 +219,8 @@ function open(mode: Mode, busyPollUs?: number): { context: Context; worker: Work
 
 /**
  * Waits for a request the fastest way the mode allows: 'spin' progresses synchronously and returns
- * nothing to await (a completed request costs no Promise); the others await the request.
+ * nothing to await (a completed request costs no Promise); the others await the request. Callers await
+ * only what it returns: an `await` per operation costs a trip through the microtask queue.
  */
 function waiter(worker: Worker, mode: Mode): (request: Request<unknown>) => Promise<unknown> | undefined {
   if (mode === 'spin') {
@@ -338,8 +339,8 @@ async function serveOne(context: Context, worker: Worker, controlWorker: Worker,
     switch (plan.test) {
       case 'tag_lat':
         for (let k = 0; k < total; k++) {
-          await wait(worker.tagRecv(buffer.subarray(0, s), PING_TAG));
-          await wait(endpoint.tagSend(buffer.subarray(0, s), PONG_TAG));
+          { const pending = wait(worker.tagRecv(buffer.subarray(0, s), PING_TAG)); if (pending !== undefined) await pending; }
+          { const pending = wait(endpoint.tagSend(buffer.subarray(0, s), PONG_TAG)); if (pending !== undefined) await pending; }
         }
         break;
       case 'tag_bw': {
@@ -348,16 +349,16 @@ async function serveOne(context: Context, worker: Worker, controlWorker: Worker,
         const target = buffer.subarray(0, s);
         for (let k = 0; k < total; k++) {
           const oldest = ring.oldest();
-          if (oldest !== null) await wait(oldest);
+          if (oldest !== null) { const pending = wait(oldest); if (pending !== undefined) await pending; }
           ring.push(worker.tagRecv(target, PING_TAG));
         }
-        for (const r of ring.drain()) await wait(r);
-        await wait(endpoint.tagSend(new Uint8Array(1), ACK_TAG));
+        for (const r of ring.drain()) { const pending = wait(r); if (pending !== undefined) await pending; }
+        { const pending = wait(endpoint.tagSend(new Uint8Array(1), ACK_TAG)); if (pending !== undefined) await pending; }
         break;
       }
       case 'stream_bw':
-        for (let k = 0; k < total; k++) await wait(endpoint.streamRecv(buffer.subarray(0, s), { waitAll: true }));
-        await wait(endpoint.tagSend(new Uint8Array(1), ACK_TAG));
+        for (let k = 0; k < total; k++) { const pending = wait(endpoint.streamRecv(buffer.subarray(0, s), { waitAll: true })); if (pending !== undefined) await pending; }
+        { const pending = wait(endpoint.tagSend(new Uint8Array(1), ACK_TAG)); if (pending !== undefined) await pending; }
         break;
       case 'am_bw':
         while (amReceived < total) {
@@ -369,7 +370,7 @@ async function serveOne(context: Context, worker: Worker, controlWorker: Worker,
           }
         }
         amReceived = 0;
-        await wait(endpoint.tagSend(new Uint8Array(1), ACK_TAG));
+        { const pending = wait(endpoint.tagSend(new Uint8Array(1), ACK_TAG)); if (pending !== undefined) await pending; }
         break;
       default:
         break; // RMA, atomics and am_lat need nothing from the server's code: UCX (and the handler) do it
@@ -463,16 +464,16 @@ async function measure(
       const t0 = performance.now();
       switch (test) {
         case 'put_lat':
-          await wait(endpoint.memPut(data, key, 0));
-          await wait(endpoint.flush());
+          { const pending = wait(endpoint.memPut(data, key, 0)); if (pending !== undefined) await pending; }
+          { const pending = wait(endpoint.flush()); if (pending !== undefined) await pending; }
           break;
         case 'get_lat':
-          await wait(endpoint.memGet(data, key, 0));
+          { const pending = wait(endpoint.memGet(data, key, 0)); if (pending !== undefined) await pending; }
           break;
         case 'tag_lat': {
           const pong = worker.tagRecv(data, PONG_TAG);
-          await wait(endpoint.tagSend(data, PING_TAG));
-          await wait(pong);
+          { const pending = wait(endpoint.tagSend(data, PING_TAG)); if (pending !== undefined) await pending; }
+          { const pending = wait(pong); if (pending !== undefined) await pending; }
           break;
         }
         case 'am_lat': {
@@ -480,18 +481,18 @@ async function measure(
           const sent = endpoint.amSend(AM_PING, null, data, { reply: true });
           if (plan.progress === 'spin') {
             while (pongs < target) worker.progress();
-            if (pongData !== null) await wait(pongData);
-            await wait(sent);
+            if (pongData !== null) { const pending = wait(pongData); if (pending !== undefined) await pending; }
+            { const pending = wait(sent); if (pending !== undefined) await pending; }
           } else {
             if (pongs < target) await new Promise<void>((resolve) => { onPong = resolve; });
             onPong = null;
             if (pongData !== null) await pongData;
-            await wait(sent);
+            { const pending = wait(sent); if (pending !== undefined) await pending; }
           }
           break;
         }
         case 'atomic_lat':
-          await wait(endpoint.fetchAdd(key, 0, 1n));
+          { const pending = wait(endpoint.fetchAdd(key, 0, 1n)); if (pending !== undefined) await pending; }
           break;
         default:
           break;
@@ -510,14 +511,14 @@ async function measure(
   const flushEvery = test === 'put_bw' || test === 'atomic_rate' ? plan.flushEvery : 0;
   for (let k = 0; k < total; k++) {
     if (k === warmup) {
-      for (const r of window.drain()) await wait(r);
-      if (test === 'put_bw' || test === 'get_bw' || test === 'atomic_rate') await wait(endpoint.flush());
+      for (const r of window.drain()) { const pending = wait(r); if (pending !== undefined) await pending; }
+      if (test === 'put_bw' || test === 'get_bw' || test === 'atomic_rate') { const pending = wait(endpoint.flush()); if (pending !== undefined) await pending; }
       start = performance.now();
     }
     // Requests complete in order per endpoint: waiting for the oldest keeps at most `outstanding` in
     // flight (operations that UCX completed at once do not count, as in ucx_perftest).
     const oldest = window.oldest();
-    if (oldest !== null && !oldest.completed) await wait(oldest);
+    if (oldest !== null && !oldest.completed) { const pending = wait(oldest); if (pending !== undefined) await pending; }
     switch (test) {
       case 'put_bw':
         window.push(endpoint.memPut(data, key, 0));
@@ -540,11 +541,11 @@ async function measure(
       default:
         break;
     }
-    if (flushEvery > 0 && (k + 1) % flushEvery === 0) await wait(endpoint.flush());
+    if (flushEvery > 0 && (k + 1) % flushEvery === 0) { const pending = wait(endpoint.flush()); if (pending !== undefined) await pending; }
   }
-  for (const r of window.drain()) await wait(r);
-  if (test === 'put_bw' || test === 'get_bw' || test === 'atomic_rate') await wait(endpoint.flush());
-  if (test === 'tag_bw' || test === 'stream_bw' || test === 'am_bw') await wait(worker.tagRecv(ackBuffer, ACK_TAG));
+  for (const r of window.drain()) { const pending = wait(r); if (pending !== undefined) await pending; }
+  if (test === 'put_bw' || test === 'get_bw' || test === 'atomic_rate') { const pending = wait(endpoint.flush()); if (pending !== undefined) await pending; }
+  if (test === 'tag_bw' || test === 'stream_bw' || test === 'am_bw') { const pending = wait(worker.tagRecv(ackBuffer, ACK_TAG)); if (pending !== undefined) await pending; }
   const seconds = (performance.now() - start) / 1000;
   return summarize(plan, size, null, { seconds, iterations });
 }

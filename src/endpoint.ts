@@ -257,11 +257,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const what = put ? 'memPut' : 'memGet';
     const ep = this._live(what);
     const length = byteLengthOf(memory, put ? 'memPut source' : 'memGet destination');
-    let address: bigint;
+    let address: bigint | number;
     let rkey: bigint;
     if (target instanceof RemoteKey) {
       rkey = target._handleFor(this, put ? 'write' : 'read');
-      address = target._addressOf(extra === undefined ? 0n : toU64(extra, 'offset'), length);
+      const fast = typeof extra === 'number' ? target._addressOfNumber(extra, length) : extra === undefined ? target._addressOfNumber(0, length) : -1;
+      address = fast >= 0 ? fast : target._addressOf(extra === undefined ? 0n : toU64(extra, 'offset'), length);
     } else if (typeof target === 'bigint') {
       if (typeof extra !== 'bigint') {
         throw new TypeError(`${what}(buffer, remoteAddress, rkeyHandle): rkeyHandle must be a bigint handle`);
@@ -535,8 +536,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const fetch = op === 'swap' || op === 'cswap' || options.fetch === true;
     const rkey = remoteKey._handleFor(this, 'write');
     if (fetch) remoteKey._handleFor(this, 'read');
-    const address = remoteKey._addressOf(toU64(offset, 'offset'), bytes);
-    if (address % BigInt(bytes) !== 0n) {
+    const fast = typeof offset === 'number' ? remoteKey._addressOfNumber(offset, bytes) : -1;
+    const address = fast >= 0 ? fast : remoteKey._addressOf(toU64(offset, 'offset'), bytes);
+    if (typeof address === 'number' ? address % bytes !== 0 : address % BigInt(bytes) !== 0n) {
       throw new RangeError(`atomic: the ${width}-bit word at offset ${offset} is not ${bytes}-byte aligned`);
     }
     const operand = toWord(value, width, 'value');

@@ -33,6 +33,9 @@ export class RemoteKey {
   readonly #packed: Uint8Array;
   readonly #base: bigint;
   readonly #size: bigint;
+  /** #base and #size as numbers when both are safe integers (addresses are below 2^48 in practice); -1 otherwise. */
+  readonly #baseNumber: number;
+  readonly #sizeNumber: number;
   readonly #access: RemoteKeyAccess;
   /** Whether the access rights are known (keys from ucxx C++ carry none and are treated as read-write). */
   readonly #accessKnown: boolean;
@@ -47,6 +50,9 @@ export class RemoteKey {
     this.#packed = packed;
     this.#base = base;
     this.#size = size;
+    const safe = base + size <= BigInt(Number.MAX_SAFE_INTEGER);
+    this.#baseNumber = safe ? Number(base) : -1;
+    this.#sizeNumber = safe ? Number(size) : -1;
     this.#access = access;
     this.#accessKnown = accessKnown;
     this.#endpoint = endpoint;
@@ -163,6 +169,16 @@ export class RemoteKey {
       );
     }
     return this.#base + offset;
+  }
+
+  /**
+   * @internal `_addressOf` in plain numbers, without BigInt arithmetic (which allocates): the address,
+   * or -1 when the fast path does not apply (the caller then takes `_addressOf`, which also throws).
+   */
+  _addressOfNumber(offset: number, length: number): number {
+    if (this.#baseNumber < 0 || !Number.isSafeInteger(offset) || offset < 0) return -1;
+    if (offset + length > this.#sizeNumber) return -1;
+    return this.#baseNumber + offset;
   }
 
   #live(): void {

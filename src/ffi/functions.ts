@@ -52,8 +52,8 @@ export interface UcxFunctions {
   ucp_ep_rkey_unpack(ep: Ptr, packed: PtrArg, rkeyOut: Buffer): number;
   ucp_rkey_destroy(rkey: Ptr): void;
 
-  ucp_put_nbx(ep: Ptr, buffer: PtrArg, count: number, remoteAddr: bigint, rkey: Ptr, param: Buffer): Ptr;
-  ucp_get_nbx(ep: Ptr, buffer: PtrArg, count: number, remoteAddr: bigint, rkey: Ptr, param: Buffer): Ptr;
+  ucp_put_nbx(ep: Ptr, buffer: PtrArg, count: number, remoteAddr: bigint | number, rkey: Ptr, param: Buffer): Ptr;
+  ucp_get_nbx(ep: Ptr, buffer: PtrArg, count: number, remoteAddr: bigint | number, rkey: Ptr, param: Buffer): Ptr;
 
   ucp_tag_send_nbx(ep: Ptr, buffer: PtrArg, count: number, tag: bigint, param: Buffer): Ptr;
   ucp_tag_send_sync_nbx(ep: Ptr, buffer: PtrArg, count: number, tag: bigint, param: Buffer): Ptr;
@@ -70,7 +70,7 @@ export interface UcxFunctions {
   ucp_am_recv_data_nbx(worker: Ptr, dataDesc: Ptr, buffer: PtrArg, count: number, param: Buffer): Ptr;
   ucp_am_data_release(worker: Ptr, data: Ptr): void;
 
-  ucp_atomic_op_nbx(ep: Ptr, opcode: number, buffer: PtrArg, count: number, remoteAddr: bigint, rkey: Ptr, param: Buffer): Ptr;
+  ucp_atomic_op_nbx(ep: Ptr, opcode: number, buffer: PtrArg, count: number, remoteAddr: bigint | number, rkey: Ptr, param: Buffer): Ptr;
 
   ucp_request_cancel(worker: Ptr, request: Ptr): void;
   ucp_request_free(request: Ptr): void;
