@@ -20,7 +20,8 @@
  * });
  * ```
  */
-import { CONSTANTS, UCS_OK, copyFromMemory, layouts, readU64, registerCallback, ucx } from './ffi/index.js';
+import { CONSTANTS, UCS_OK, layouts, readU64, registerCallback, ucx } from './ffi/index.js';
+import { copyPayload } from './internal/payload-slab.js';
 import { ClosedError } from './errors.js';
 import { Request, ResultKind } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
@@ -120,7 +121,10 @@ export class AmMessage {
     if (pending !== null) forgottenMessages.register(this, pending, this);
   }
 
-  /** The payload of an eager message (a copy); null for a rendezvous message. */
+  /**
+   * The payload of an eager message (a copy); null for a rendezvous message. Small payloads (up to 16 KiB)
+   * are slices of a shared 256 KiB slab, as Node pools small Buffers: copy out what you keep for long.
+   */
   get data(): Uint8Array | null {
     return this.#data;
   }
@@ -312,10 +316,10 @@ export class AmDispatcher {
     if (param !== null && (attr & K.UCP_AM_RECV_ATTR_FIELD_REPLY_EP) !== 0n) {
       replyEndpoint = this.#worker._endpointByHandle(readU64(param, 8)) ?? null;
     }
-    // Copies (UCX reuses both regions once the callback returns), as Buffers: Uint8Arrays whose memory
-    // is off V8's heap, which is what C can write into cheaply.
-    const headerBytes = header === null || headerLength === 0 ? EMPTY : copyFromMemory(header, headerLength);
-    const payload = rendezvous ? null : data === null || length === 0 ? EMPTY : copyFromMemory(data, length);
+    // Copies (UCX reuses both regions once the callback returns), carved out of shared slabs: a fresh
+    // ArrayBuffer per message would cost more than the copy (see internal/payload-slab.ts).
+    const headerBytes = header === null || headerLength === 0 ? EMPTY : copyPayload(header, headerLength);
+    const payload = rendezvous ? null : data === null || length === 0 ? EMPTY : copyPayload(data, length);
     const pending = rendezvous && data !== null ? new PendingDescriptor(this, data) : null;
     const message = new AmMessage(
       this.#worker, this.#workerHandle, id, headerBytes, length, payload, pending, replyEndpoint,

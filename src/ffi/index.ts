@@ -50,6 +50,12 @@ export function viewOfMemory(address: bigint, length: number): ArrayBuffer {
   return koffi.view(address, length);
 }
 
+/** Copies `length` bytes of C memory at `address` into `destination` (which must hold them). */
+export function copyIntoMemory(destination: Uint8Array, address: bigint, length: number): void {
+  if (length > destination.byteLength) throw new RangeError(`copy of ${length} bytes into ${destination.byteLength}`);
+  if (length > 0) ucx().memcpy(destination, address, length);
+}
+
 /**
  * Copies `length` bytes of C memory into a new Buffer. Buffer.allocUnsafe takes small buffers from Node's
  * pooled slab, which is already outside V8's heap: a fresh small Uint8Array handed to C would first be
