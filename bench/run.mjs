@@ -104,8 +104,11 @@ const OUTSTANDING = 32; // ucx_perftest's own default for tag_bw, ucp_put_bw and
 
 /**
  * Iterations and warm-up for one point, the same for every implementation.
- * Latency tests: ~256 MiB of ping-pong traffic, 5..5000 round trips. Bandwidth: ~512 MiB, 8..10000 messages.
- * Net over loopback (~0.5-1.5 GB/s here) is the slowest participant: these keep each point near a second.
+ * Latency tests: ~256 MiB of ping-pong traffic, 5..20000 round trips. Bandwidth: ~512 MiB, 8..100000
+ * messages. Rate tests: 200,000 operations (1,000,000 for the puts with a flush per 1,000).
+ * Warm-up: JavaScript needs a few thousand iterations of a loop before V8 has compiled it with its
+ * optimizing tiers, so messages up to 64 KiB get at least 20,000 warm-up operations (10,000 for
+ * bandwidth); ucx_perftest and net get the same.
  * @param {string} test @param {number} size @param {boolean} short
  */
 function iterationsFor(test, size, short) {
@@ -114,14 +117,18 @@ function iterationsFor(test, size, short) {
     const n = spec.kind === 'latency' ? 200 : Math.max(8, Math.min(500, Math.floor((64 * MiB) / size)));
     return { iterations: n, warmup: Math.max(2, Math.floor(n / 10)) };
   }
-  if (test.startsWith('atomic_')) return { iterations: 20000, warmup: 2000 };
+  if (spec.kind === 'rate') {
+    const n = spec.ucxxExtra !== undefined ? 1_000_000 : 200_000;
+    return { iterations: n, warmup: n / 10 };
+  }
   const clamp = (/** @type {number} */ x, /** @type {number} */ lo, /** @type {number} */ hi) => Math.max(lo, Math.min(hi, x));
-  const n = spec.kind === 'latency'
-    ? clamp(Math.floor((256 * MiB) / size), 5, 5000)
-    : clamp(Math.floor((512 * MiB) / size), 8, 100000);
-  // Small-message bandwidth runs are short: warm up enough for the JIT to have compiled the loop.
-  const warmup = spec.kind === 'latency' ? Math.max(2, Math.floor(n / 10)) : Math.max(Math.min(n, 2000), Math.floor(n / 10));
-  return { iterations: n, warmup };
+  const small = size <= 64 * KiB;
+  if (spec.kind === 'latency') {
+    const n = clamp(Math.floor((256 * MiB) / size), 5, 20_000);
+    return { iterations: n, warmup: small ? 20_000 : Math.max(2, Math.floor(n / 10)) };
+  }
+  const n = clamp(Math.floor((512 * MiB) / size), 8, 100_000);
+  return { iterations: n, warmup: small ? Math.max(10_000, Math.floor(n / 10)) : Math.max(Math.min(n, 2000), Math.floor(n / 10)) };
 }
 
 /** A generous bound for one child run: start-up plus the traffic at a pessimistic 50 MB/s and 0.5 ms/op. */
