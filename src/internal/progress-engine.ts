@@ -36,6 +36,8 @@ const EVENT_WATCHDOG_MS = 100;
 export const DEFAULT_BUSY_POLL_US = { event: 50, polling: 1000, manual: 0 } as const;
 /** How long polling runs in microtasks before it lets the event loop turn. */
 const SLICE_MS = 0.2;
+/** Polling steps between two clock reads (a power of two). */
+const STEPS_PER_CHECK = 8;
 /** Progress/arm rounds per wake-up before the rest waits for the next event-loop iteration. */
 const MAX_ARM_ROUNDS = 8;
 
@@ -55,6 +57,9 @@ export class ProgressEngine {
   /** The last activity (performance.now() ms): polling goes on until `#graceMs` after it. */
   #lastActivity = 0;
   readonly #graceMs: number;
+  /** Steps taken, and whether one of them saw activity since the last clock read. */
+  #steps = 0;
+  #activeSinceCheck = false;
   #watchdog: NodeJS.Timeout | undefined;
   #closed = false;
   #inProgress = false;
@@ -148,11 +153,13 @@ export class ProgressEngine {
    */
   touch(): void {
     if (this.#closed || this.mode === 'manual') return;
-    this.#lastActivity = performance.now();
-    if (!this.#spinning) {
-      this.#spinning = true;
-      setImmediate(this.#spin);
+    if (this.#spinning) {
+      this.#activeSinceCheck = true; // the next clock read records it
+      return;
     }
+    this.#lastActivity = performance.now();
+    this.#spinning = true;
+    setImmediate(this.#spin);
   }
 
   readonly #onKick = (): void => {
@@ -169,11 +176,20 @@ export class ProgressEngine {
 
   readonly #step = (): void => {
     if (this.#closed) return;
-    const events = this.progress();
+    // One progress call per step (a drain would add a call that finds nothing), and the clock read every
+    // STEPS_PER_CHECK steps: both cost more than the step's other work.
+    const events = this.progressOne();
     if (this.#closed) return;
+    if (events > 0 || (this.mode === 'polling' && this.#hasInflight())) this.#activeSinceCheck = true;
+    if ((++this.#steps & (STEPS_PER_CHECK - 1)) !== 0) {
+      queueMicrotask(this.#step);
+      return;
+    }
     const now = performance.now();
-    if (events > 0 || (this.mode === 'polling' && this.#hasInflight())) this.#lastActivity = now;
-    else if (now - this.#lastActivity >= this.#graceMs) {
+    if (this.#activeSinceCheck) {
+      this.#activeSinceCheck = false;
+      this.#lastActivity = now;
+    } else if (now - this.#lastActivity >= this.#graceMs) {
       // Quiet for the grace period: arm and sleep until the fd wakes us.
       this.#spinning = false;
       this.#drainAndArm();
