@@ -182,7 +182,9 @@ export class ProgressEngine {
     if (this.#closed) return;
     if (events > 0 || (this.mode === 'polling' && this.#hasInflight())) this.#activeSinceCheck = true;
     if ((++this.#steps & (STEPS_PER_CHECK - 1)) !== 0) {
-      queueMicrotask(this.#step);
+      // After completions, the code awaiting them needs a few microtask hops (the Request's then, the
+      // await's continuation) before it posts its next operation: let those run first.
+      queueMicrotask(events > 0 ? this.#deferStep : this.#step);
       return;
     }
     const now = performance.now();
@@ -197,6 +199,14 @@ export class ProgressEngine {
     }
     if (now < this.#sliceEnd) queueMicrotask(this.#step);
     else setImmediate(this.#spin);
+  };
+
+  readonly #deferStep = (): void => {
+    queueMicrotask(this.#deferStep2);
+  };
+
+  readonly #deferStep2 = (): void => {
+    queueMicrotask(this.#step);
   };
 
   #onWake(): void {
