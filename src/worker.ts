@@ -201,8 +201,13 @@ export class Worker implements RequestHost {
   progressUntil(request: { readonly completed: boolean }, timeoutMs = Infinity): void {
     this._live('Worker');
     if (request.completed) return;
-    const deadline = timeoutMs === Infinity ? Infinity : performance.now() + timeoutMs;
     const engine = this.#engine;
+    if (engine.inProgress) {
+      // UCX forbids progress from inside its callbacks, so nothing could complete the request: say so
+      // rather than spin forever.
+      throw new Error('progressUntil was called from inside a UCX callback (an active-message handler?): await the request instead');
+    }
+    const deadline = timeoutMs === Infinity ? Infinity : performance.now() + timeoutMs;
     let spins = 0;
     while (!request.completed) {
       engine.progressOne();

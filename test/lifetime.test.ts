@@ -107,6 +107,38 @@ describe('cancellation', () => {
   });
 });
 
+describe('progress from inside a callback', () => {
+  test('progressUntil inside an active-message handler throws instead of spinning forever', async () => {
+    await using context = new Context();
+    const a = context.createWorker({ progressMode: 'manual' });
+    const b = context.createWorker({ progressMode: 'manual' });
+    const ab = a.connectToAddress(b.getAddress());
+    const pending = b.tagRecv(new Uint8Array(8), 99n); // nothing will ever match it
+    let thrown: unknown = null;
+    let handled = false;
+    b.setAmHandler(7, () => {
+      handled = true;
+      try {
+        b.progressUntil(pending, 1000);
+      } catch (err) {
+        thrown = err;
+      }
+    });
+    const sent = ab.amSend(7, null, Buffer.from('ping'));
+    const deadline = Date.now() + 5000;
+    while (!handled && Date.now() < deadline) {
+      a.progress();
+      b.progress();
+    }
+    assert.ok(handled, 'the AM handler ran');
+    assert.ok(thrown instanceof Error);
+    assert.match((thrown as Error).message, /inside a UCX callback/);
+    while (!sent.completed && Date.now() < deadline) a.progress();
+    pending.cancel();
+    await pending.catch(() => undefined);
+  });
+});
+
 describe('process lifetime', () => {
   test('forgotten objects: an idle process exits by itself, cleanly', () => {
     const result = spawnSync(process.execPath, [path.join(PEERS, 'forgotten.js'), '{"mode":"natural"}'], {

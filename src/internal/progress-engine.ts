@@ -64,6 +64,11 @@ export class ProgressEngine {
   #closed = false;
   #inProgress = false;
 
+  /** True while a progress call runs, i.e. inside a UCX callback (where progress must not be called). */
+  get inProgress(): boolean {
+    return this.#inProgress;
+  }
+
   constructor(
     worker: bigint, mode: ProgressMode, wakeup: boolean, afterProgress: () => void, hasInflight: () => boolean,
     busyPollUs: number = DEFAULT_BUSY_POLL_US[mode],
