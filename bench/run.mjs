@@ -35,6 +35,7 @@ const SCHEMA = 'ucxx-ts-bench/1';
 
 const KiB = 1024;
 const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
 
 /**
  * Our tests, their ucx_perftest counterpart and their `net` counterpart.
@@ -106,9 +107,10 @@ const OUTSTANDING = 32; // ucx_perftest's own default for tag_bw, ucp_put_bw and
  * Iterations and warm-up for one point, the same for every implementation.
  * Latency tests: ~256 MiB of ping-pong traffic, 5..20000 round trips. Bandwidth: ~512 MiB, 8..100000
  * messages. Rate tests: 200,000 operations (1,000,000 for the puts with a flush per 1,000).
- * Warm-up: JavaScript needs a few thousand iterations of a loop before V8 has compiled it with its
- * optimizing tiers, so messages up to 64 KiB get at least 20,000 warm-up operations (10,000 for
- * bandwidth); ucx_perftest and net get the same.
+ * Warm-up: JavaScript needs thousands of iterations of a loop before V8 has compiled it with its
+ * optimizing tiers, and until then its compiler threads take CPU from the busy-polling peers. Messages
+ * up to 64 KiB get 20,000 warm-up operations (10,000 for bandwidth); larger ones up to 2,000 (latency)
+ * or 10,000 (bandwidth), bounded to ~1 GiB / ~4 GiB of traffic. ucx_perftest and net get the same.
  * @param {string} test @param {number} size @param {boolean} short
  */
 function iterationsFor(test, size, short) {
@@ -125,10 +127,13 @@ function iterationsFor(test, size, short) {
   const small = size <= 64 * KiB;
   if (spec.kind === 'latency') {
     const n = clamp(Math.floor((256 * MiB) / size), 5, 20_000);
-    return { iterations: n, warmup: small ? 20_000 : Math.max(2, Math.floor(n / 10)) };
+    return { iterations: n, warmup: small ? 20_000 : Math.max(Math.floor(n / 10), Math.min(2000, Math.floor(GiB / size))) };
   }
   const n = clamp(Math.floor((512 * MiB) / size), 8, 100_000);
-  return { iterations: n, warmup: small ? Math.max(10_000, Math.floor(n / 10)) : Math.max(Math.min(n, 2000), Math.floor(n / 10)) };
+  return {
+    iterations: n,
+    warmup: small ? Math.max(10_000, Math.floor(n / 10)) : Math.max(Math.floor(n / 10), Math.min(10_000, Math.floor((4 * GiB) / size))),
+  };
 }
 
 /** A generous bound for one child run: start-up plus the traffic at a pessimistic 50 MB/s and 0.5 ms/op. */
