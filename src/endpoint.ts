@@ -261,8 +261,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     let rkey: bigint;
     if (target instanceof RemoteKey) {
       rkey = target._handleFor(this, put ? 'write' : 'read');
-      const fast = typeof extra === 'number' ? target._addressOfNumber(extra, length) : extra === undefined ? target._addressOfNumber(0, length) : -1;
-      address = fast >= 0 ? fast : target._addressOf(extra === undefined ? 0n : toU64(extra, 'offset'), length);
+      address = target._remoteAddress(extra ?? 0, length);
     } else if (typeof target === 'bigint') {
       if (typeof extra !== 'bigint') {
         throw new TypeError(`${what}(buffer, remoteAddress, rkeyHandle): rkeyHandle must be a bigint handle`);
@@ -536,8 +535,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const fetch = op === 'swap' || op === 'cswap' || options.fetch === true;
     const rkey = remoteKey._handleFor(this, 'write');
     if (fetch) remoteKey._handleFor(this, 'read');
-    const fast = typeof offset === 'number' ? remoteKey._addressOfNumber(offset, bytes) : -1;
-    const address = fast >= 0 ? fast : remoteKey._addressOf(toU64(offset, 'offset'), bytes);
+    const address = remoteKey._remoteAddress(offset, bytes);
     if (typeof address === 'number' ? address % bytes !== 0 : address % BigInt(bytes) !== 0n) {
       throw new RangeError(`atomic: the ${width}-bit word at offset ${offset} is not ${bytes}-byte aligned`);
     }

@@ -18,7 +18,7 @@
  */
 import { ucx } from './ffi/index.js';
 import { ClosedError, RemoteAccessError } from './errors.js';
-import { asBytes } from './internal/bytes.js';
+import { asBytes, toU64 } from './internal/bytes.js';
 import {
   decodeSerializedRemoteKey, encodeSerializedRemoteKey, type RemoteKeyAccess,
 } from './internal/serialized-remote-key.js';
@@ -172,13 +172,16 @@ export class RemoteKey {
   }
 
   /**
-   * @internal `_addressOf` in plain numbers, without BigInt arithmetic (which allocates): the address,
-   * or -1 when the fast path does not apply (the caller then takes `_addressOf`, which also throws).
+   * @internal The remote address of [offset, offset + length) for an RMA or atomic call: a plain number
+   * when the key's base and size and the offset are safe integers (BigInt arithmetic allocates), else a
+   * bigint from `_addressOf`, which also validates the offset and throws outside the region.
    */
-  _addressOfNumber(offset: number, length: number): number {
-    if (this.#baseNumber < 0 || !Number.isSafeInteger(offset) || offset < 0) return -1;
-    if (offset + length > this.#sizeNumber) return -1;
-    return this.#baseNumber + offset;
+  _remoteAddress(offset: unknown, length: number): number | bigint {
+    if (typeof offset === 'number' && this.#baseNumber >= 0 && Number.isSafeInteger(offset) && offset >= 0 &&
+      offset + length <= this.#sizeNumber) {
+      return this.#baseNumber + offset;
+    }
+    return this._addressOf(toU64(offset, 'offset'), length);
   }
 
   #live(): void {

@@ -64,7 +64,7 @@ export function copyIntoMemory(destination: Uint8Array, address: bigint, length:
 export function copyFromMemory(address: bigint, length: number): Buffer {
   if (length === 0) return Buffer.alloc(0);
   const out = Buffer.allocUnsafe(length);
-  ucx().memcpy(out, address, length);
+  copyIntoMemory(out, address, length);
   return out;
 }
 

@@ -12,7 +12,7 @@
  *   grace period (default 1 ms) after the last one (lowest latency, one core busy meanwhile).
  * - 'manual': nothing runs by itself; the caller calls `worker.progress()`.
  *
- * Polling runs as a chain of microtasks, one `ucp_worker_progress` drain per step, and lets the event
+ * Polling runs as a chain of microtasks, one `ucp_worker_progress` call per step, and lets the event
  * loop turn (I/O and timers run) every SLICE_MS. A turn of the loop costs ~3 us on these VMs (an
  * epoll_wait syscall and the timers' bookkeeping); a step costs a progress call. Code that waits on a
  * completion runs in the microtasks queued ahead of the next step, so it posts its next operation at
@@ -92,12 +92,25 @@ export class ProgressEngine {
 
   /** Progresses until UCX reports no more work (bounded); returns how many events were processed. */
   progress(): number {
+    return this.#run(MAX_PROGRESS_PER_DRAIN);
+  }
+
+  /**
+   * One `ucp_worker_progress` call (plus what must run after it), for synchronous spin loops: cheaper
+   * than `progress()`, which drains until UCX reports nothing more to do.
+   */
+  progressOne(): number {
+    return this.#run(1);
+  }
+
+  /** Up to `maxCalls` progress calls, stopping at one that finds nothing; then the after-progress work. */
+  #run(maxCalls: number): number {
     if (this.#closed || this.#inProgress) return 0;
     this.#inProgress = true;
     let total = 0;
     try {
       const fn = ucx().ucp_worker_progress;
-      for (let i = 0; i < MAX_PROGRESS_PER_DRAIN; i++) {
+      for (let i = 0; i < maxCalls; i++) {
         const n = progressOnce(fn, this.#worker);
         if (n === 0) break;
         total += n;
@@ -107,23 +120,6 @@ export class ProgressEngine {
     }
     this.#afterProgress();
     return total;
-  }
-
-  /**
-   * One `ucp_worker_progress` call (plus what must run after it), for synchronous spin loops: cheaper
-   * than `progress()`, which drains until UCX reports nothing more to do.
-   */
-  progressOne(): number {
-    if (this.#closed || this.#inProgress) return 0;
-    this.#inProgress = true;
-    let n: number;
-    try {
-      n = progressOnce(ucx().ucp_worker_progress, this.#worker);
-    } finally {
-      this.#inProgress = false;
-    }
-    this.#afterProgress();
-    return n;
   }
 
   /** Tells the engine whether operations are in flight / a listener is open. */

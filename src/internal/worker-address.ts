@@ -395,6 +395,19 @@ function checkFp8(c: Cursor, value: number, what: string, at: number, mayBeZero:
   if (value === 0 && !mayBeZero) c.fail(`${what} is 0`, at);
 }
 
+/**
+ * An address length (device or interface): the low bits of `lenByte` under `mask`; in v2, the mask
+ * itself escapes to a following byte, which ucp_address_pack_byte_extended uses only for lengths >= mask.
+ */
+function readAddressLength(c: Cursor, lenByte: number, mask: number, v2: boolean, what: string, lenAt: number): number {
+  let length = lenByte & mask;
+  if (v2 && length === mask) {
+    length = c.u8(`${what} extended address length`);
+    if (length < mask) c.fail(`${what} has a non-canonical extended address length ${length}`, lenAt);
+  }
+  return length;
+}
+
 function readAttributes(c: Cursor, v2: boolean, index: number): ByteRange {
   const what = `interface #${index} attributes`;
   const at = c.pos;
@@ -515,12 +528,7 @@ export function parseWorkerAddress(bytes: Uint8Array): ParsedWorkerAddress {
       const lenAt = c.pos;
       const lenByte = c.u8(`${dev} address length`);
       last = (lenByte & DEV_LAST) !== 0;
-      let devLength = lenByte & DEV_LEN_MASK;
-      if (v2 && devLength === DEV_LEN_MASK) {
-        devLength = c.u8(`${dev} extended address length`);
-        // ucp_address_pack_byte_extended escapes only lengths >= the mask.
-        if (devLength < DEV_LEN_MASK) c.fail(`${dev} has a non-canonical extended address length ${devLength}`, lenAt);
-      }
+      const devLength = readAddressLength(c, lenByte, DEV_LEN_MASK, v2, dev, lenAt);
       let numPaths = 1;
       if ((lenByte & DEV_NUM_PATHS) !== 0) {
         numPaths = c.u8(`${dev} number of paths`);
@@ -548,11 +556,7 @@ export function parseWorkerAddress(bytes: Uint8Array): ParsedWorkerAddress {
         const ifLenAt = c.pos;
         const ifLenByte = c.u8(`${what} address length`);
         lastIface = (ifLenByte & IFACE_LAST) !== 0;
-        let ifLength = ifLenByte & IFACE_LEN_MASK;
-        if (v2 && ifLength === IFACE_LEN_MASK) {
-          ifLength = c.u8(`${what} extended address length`);
-          if (ifLength < IFACE_LEN_MASK) c.fail(`${what} has a non-canonical extended address length ${ifLength}`, ifLenAt);
-        }
+        const ifLength = readAddressLength(c, ifLenByte, IFACE_LEN_MASK, v2, what, ifLenAt);
         // ucp_worker_query packs no endpoint addresses (ucp_address_pack clears EP_ADDR for ep == NULL).
         if ((ifLenByte & IFACE_HAS_EP_ADDR) !== 0) c.fail(`${what} carries endpoint addresses, which worker addresses never do`, ifLenAt);
         const ifAddress = c.range(ifLength, `${what} address of ${ifLength} bytes`);
