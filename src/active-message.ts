@@ -20,7 +20,7 @@
  * });
  * ```
  */
-import { CONSTANTS, UCS_OK, layouts, readU64, registerCallback, ucx } from './ffi/index.js';
+import { CONSTANTS, UCS_OK, layouts, readStruct, registerCallback, ucx } from './ffi/index.js';
 import { copyPayload } from './internal/payload-slab.js';
 import { ClosedError } from './errors.js';
 import { Request, ResultKind } from './request.js';
@@ -32,6 +32,10 @@ import type { Worker } from './worker.js';
 
 const K = CONSTANTS;
 const USER_DATA = layouts.ucp_request_param_t.offsets.user_data;
+const RECV_PARAM = layouts.ucp_am_recv_param_t;
+/** The receive attributes ucxx-ts reads are all in the low 32 bits of `recv_attr`. */
+const ATTR_REPLY_EP = Number(K.UCP_AM_RECV_ATTR_FIELD_REPLY_EP);
+const ATTR_RNDV = Number(K.UCP_AM_RECV_ATTR_FLAG_RNDV);
 const UCS_INPROGRESS = 1;
 const UCS_ERR_REJECTED = -23;
 /** UCP carries AM ids in 16 bits. */
@@ -310,11 +314,15 @@ export class AmDispatcher {
   ): number {
     const handler = this.#handlers.get(id);
     if (handler === undefined) return UCS_OK;
-    const attr = param === null ? 0n : readU64(param, 0);
-    const rendezvous = (attr & K.UCP_AM_RECV_ATTR_FLAG_RNDV) !== 0n;
+    let rendezvous = false;
     let replyEndpoint: Endpoint | null = null;
-    if (param !== null && (attr & K.UCP_AM_RECV_ATTR_FIELD_REPLY_EP) !== 0n) {
-      replyEndpoint = this.#worker._endpointByHandle(readU64(param, 8)) ?? null;
+    if (param !== null) {
+      const fields = readStruct(param, RECV_PARAM.size);
+      const attr = fields.readUInt32LE(RECV_PARAM.offsets.recv_attr);
+      rendezvous = (attr & ATTR_RNDV) !== 0;
+      if ((attr & ATTR_REPLY_EP) !== 0) {
+        replyEndpoint = this.#worker._endpointByHandle(fields.readBigUInt64LE(RECV_PARAM.offsets.reply_ep)) ?? null;
+      }
     }
     // Copies (UCX reuses both regions once the callback returns), carved out of shared slabs: a fresh
     // ArrayBuffer per message would cost more than the copy (see internal/payload-slab.ts).

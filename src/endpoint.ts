@@ -309,13 +309,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     let count: number;
     let param: Buffer;
     if (Array.isArray(buffer)) {
-      const iov = buildIov(buffer, `${what} buffers`);
+      const iov = buildIov(buffer, sync ? 'tagSendSync buffers' : 'tagSend buffers');
       data = iov.array;
       count = iov.count;
       param = worker._params.sendIov.buffer;
       buffer = iov.parts;
     } else {
-      count = byteLengthOf(buffer, `${what} buffer`);
+      // Constant strings: a template literal here would build a string per send.
+      count = byteLengthOf(buffer, sync ? 'tagSendSync buffer' : 'tagSend buffer');
       param = worker._params.send.buffer;
     }
     const id = worker._reserveId();

@@ -75,14 +75,26 @@ export function pollReadable(fd: number, onReadable: () => void): FdPoll {
   return koffi.node.poll(fd, { readable: true }, onReadable);
 }
 
-/** Reads a size_t at `address + offset` in C memory, as a number (sizes stay below 2^53). */
-export function readSize(address: bigint, offset: number): number {
-  return Number(koffi.decode(address, offset, 'size_t') as number | bigint);
+/**
+ * Where `readStruct` copies small C structs: off V8's heap from the start (a small on-heap Uint8Array
+ * would be moved the first time its address is taken).
+ */
+const structScratch = Buffer.allocUnsafeSlow(64).fill(0);
+
+/**
+ * Copies the `length` (at most 64) bytes of a C struct at `address` into a shared scratch Buffer and
+ * returns it, valid until the next call: one memcpy, then plain Buffer reads. (`koffi.decode` with a
+ * type name parses the name on every call and costs about as much per field as this does per struct.)
+ */
+export function readStruct(address: bigint, length: number): Buffer {
+  if (length > structScratch.length) throw new RangeError(`readStruct: ${length} bytes is over ${structScratch.length}`);
+  ucx().memcpy(structScratch, address, length);
+  return structScratch;
 }
 
-/** Reads a little-endian u64 at `address + offset` in C memory. */
-export function readU64(address: bigint, offset: number): bigint {
-  return BigInt(koffi.decode(address, offset, 'uint64_t') as number | bigint);
+/** Reads a little-endian size_t at `offset` in a Buffer, as a number (sizes stay below 2^53). */
+export function sizeAt(bytes: Buffer, offset: number): number {
+  return bytes.readUInt32LE(offset) + bytes.readUInt32LE(offset + 4) * 0x1_0000_0000;
 }
 
 /** Runs `print(stream)` with a C `FILE *` that writes to memory and returns what was written. */

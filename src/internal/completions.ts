@@ -2,7 +2,7 @@
  * The completion callbacks: one registered C function per kind of completion, dispatching on the slot id
  * that each operation carries in `user_data`. A completed UCX request is released here, exactly once.
  */
-import { layouts, readSize, readU64, registerCallback, ucx } from '../ffi/index.js';
+import { layouts, readStruct, registerCallback, sizeAt, ucx } from '../ffi/index.js';
 import type { AnyRequest } from '../request.js';
 import { SlotTable } from './slot-table.js';
 
@@ -86,8 +86,9 @@ function complete(handle: bigint | null, id: number, status: number, length: num
   }
 }
 
-const TAG_OFFSET = layouts.ucp_tag_recv_info_t.offsets.sender_tag;
-const LENGTH_OFFSET = layouts.ucp_tag_recv_info_t.offsets.length;
+const RECV_INFO = layouts.ucp_tag_recv_info_t;
+const TAG_OFFSET = RECV_INFO.offsets.sender_tag;
+const LENGTH_OFFSET = RECV_INFO.offsets.length;
 
 let registered: { send: bigint; tagRecv: bigint; streamRecv: bigint } | undefined;
 
@@ -99,7 +100,10 @@ export function completionCallbacks(): { send: bigint; tagRecv: bigint; streamRe
     }),
     tagRecv: registerCallback('tagRecv', (handle: bigint | null, status: number, info: bigint | null, id: number) => {
       if (info === null) complete(handle, id, status, 0, 0n);
-      else complete(handle, id, status, readSize(info, LENGTH_OFFSET), readU64(info, TAG_OFFSET));
+      else {
+        const fields = readStruct(info, RECV_INFO.size);
+        complete(handle, id, status, sizeAt(fields, LENGTH_OFFSET), fields.readBigUInt64LE(TAG_OFFSET));
+      }
     }),
     streamRecv: registerCallback('streamRecv', (handle: bigint | null, status: number, length: number, id: number) => {
       complete(handle, id, status, length, 0n);

@@ -38,6 +38,11 @@ export const DEFAULT_BUSY_POLL_US = { event: 50, polling: 1000, manual: 0 } as c
 const SLICE_MS = 0.2;
 /** Polling steps between two clock reads (a power of two). */
 const STEPS_PER_CHECK = 8;
+/**
+ * Steps are queued as reactions to this settled Promise: one V8 microtask each. Node's `queueMicrotask`
+ * wraps every callback in an AsyncResource and a bound function, which cost as much as the step itself.
+ */
+const RESOLVED = Promise.resolve();
 /** Progress/arm rounds per wake-up before the rest waits for the next event-loop iteration. */
 const MAX_ARM_ROUNDS = 8;
 
@@ -49,6 +54,8 @@ export class ProgressEngine {
   readonly #hasInflight: () => boolean;
   #poll: FdPoll | undefined;
   #busy = false;
+  /** Whether the fd watch is ref'd (keeps the process alive). */
+  #refd = false;
   #kickScheduled = false;
   /** Polling (a chain of steps) is under way. */
   #spinning = false;
@@ -122,16 +129,33 @@ export class ProgressEngine {
     return total;
   }
 
-  /** Tells the engine whether operations are in flight / a listener is open. */
+  /**
+   * Tells the engine whether operations are in flight / a listener is open. Called on every 0 <-> 1
+   * change of the in-flight count, i.e. up to twice per operation in a ping-pong, so it only records
+   * the state while polling is under way: the fd watch's ref and the watchdog timer follow it when the
+   * engine goes to sleep (each is a native call or a timer, which cost more than the operation).
+   */
   setBusy(busy: boolean, inflight: boolean): void {
     if (this.#closed) return;
-    if (busy !== this.#busy) {
-      this.#busy = busy;
-      if (busy) this.#poll?.ref();
-      else this.#poll?.unref();
+    this.#busy = busy;
+    if (busy) {
+      if (!this.#refd) {
+        this.#refd = true;
+        this.#poll?.ref();
+      }
+    } else if (!this.#spinning) {
+      this.#settleIdle();
     }
     if (inflight) this.kick();
-    else if (this.#watchdog !== undefined) {
+  }
+
+  /** Applies an idle state: the fd watch stops keeping the process alive, the watchdog stops. */
+  #settleIdle(): void {
+    if (!this.#busy && this.#refd) {
+      this.#refd = false;
+      this.#poll?.unref();
+    }
+    if (this.#watchdog !== undefined && !this.#hasInflight()) {
       clearInterval(this.#watchdog);
       this.#watchdog = undefined;
     }
@@ -185,7 +209,7 @@ export class ProgressEngine {
     if ((++this.#steps & (STEPS_PER_CHECK - 1)) !== 0) {
       // After completions, the code awaiting them needs a few microtask hops (the Request's then, the
       // await's continuation) before it posts its next operation: let those run first.
-      queueMicrotask(events > 0 ? this.#deferStep : this.#step);
+      void RESOLVED.then(events > 0 ? this.#deferStep : this.#step);
       return;
     }
     const now = performance.now();
@@ -196,18 +220,19 @@ export class ProgressEngine {
       // Quiet for the grace period: arm and sleep until the fd wakes us.
       this.#spinning = false;
       this.#drainAndArm();
+      this.#settleIdle();
       return;
     }
-    if (now < this.#sliceEnd) queueMicrotask(this.#step);
+    if (now < this.#sliceEnd) void RESOLVED.then(this.#step);
     else setImmediate(this.#spin);
   };
 
   readonly #deferStep = (): void => {
-    queueMicrotask(this.#deferStep2);
+    void RESOLVED.then(this.#deferStep2);
   };
 
   readonly #deferStep2 = (): void => {
-    queueMicrotask(this.#step);
+    void RESOLVED.then(this.#step);
   };
 
   #onWake(): void {
