@@ -333,9 +333,12 @@ async function serveOne(context: Context, worker: Worker, controlWorker: Worker,
       else amReceived++;
     });
   }
+  // Messages land in the region (as ucx_perftest receives into its UCX-allocated buffer): the memory kind
+  // applies to both sides' buffers, and no RMA targets the region during a messaging test.
+  const regionView = region.view();
   for (const [i, s] of plan.sizes.entries()) {
     const total = plan.counts[i] as number;
-    const buffer = new Uint8Array(Math.max(s, 1));
+    const buffer = regionView.subarray(0, Math.max(s, 1));
     switch (plan.test) {
       case 'tag_lat':
         for (let k = 0; k < total; k++) {
@@ -414,10 +417,17 @@ async function runClient(host: string, port: number, plan: Plan, json: boolean):
     const keyBuffer = new Uint8Array(1024);
     const info = await worker.tagRecv(keyBuffer, KEY_TAG);
     const key = createRemoteKeyFromSerialized(endpoint, keyBuffer.subarray(0, info.length));
+    // The local buffer is of the same memory kind as the target (ucx_perftest allocates both with
+    // ucp_mem_map): UCX-allocated memory may be backed by huge pages, which the kernel pins and copies
+    // faster than the 4 KiB pages of a JS ArrayBuffer.
+    const localSize = regionSize(plan);
+    const local: MemoryHandle = plan.memory === 'registered'
+      ? context.createMemoryHandle(localSize, new Uint8Array(localSize))
+      : context.createMemoryHandle(localSize);
     const progressBar = !json && process.stderr.isTTY === true ? new ProgressBar(plan.sizes.length) : null;
     if (!json) printHeader(plan);
     for (const [i, size] of plan.sizes.entries()) {
-      const result = await measure(plan, worker, endpoint, key, size, counts[i] as number, warmups[i] as number);
+      const result = await measure(plan, worker, endpoint, key, local.view(), size, counts[i] as number, warmups[i] as number);
       results.push(result);
       progressBar?.tick();
       if (json) console.log(JSON.stringify(result));
@@ -427,6 +437,7 @@ async function runClient(host: string, port: number, plan: Plan, json: boolean):
     // handles them.
     await endpoint.tagSend(new Uint8Array(1), DONE_TAG);
     key.close();
+    local.close();
     await endpoint.close();
     await control.close();
   } finally {
@@ -436,10 +447,11 @@ async function runClient(host: string, port: number, plan: Plan, json: boolean):
 }
 
 async function measure(
-  plan: Plan, worker: Worker, endpoint: Endpoint, key: RemoteKey, size: number, iterations: number, warmup: number,
+  plan: Plan, worker: Worker, endpoint: Endpoint, key: RemoteKey, local: Uint8Array, size: number, iterations: number,
+  warmup: number,
 ): Promise<Result> {
   const wait = waiter(worker, plan.progress);
-  const data = new Uint8Array(Math.max(size, 8)).fill(0x5a).subarray(0, size);
+  const data = local.subarray(0, size).fill(0x5a);
   const samples = new Float64Array(iterations);
   const test = plan.test;
   const total = iterations + warmup;
