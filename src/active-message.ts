@@ -165,9 +165,9 @@ export class AmMessage {
     const worker = this.#worker;
     const request = worker._newRequest<Uint8Array>(ResultKind.Bytes, 'AM receive', destination);
     request._reply = destination;
-    const param = worker._params.amRecvData.buffer;
-    param.writeUInt32LE(request._id, USER_DATA);
-    const ptr = post(ucx().ucp_am_recv_data_nbx, this.#workerHandle, descriptor, destination, this.length, param);
+    const param = worker._params.amRecvData;
+    param.buffer.writeUInt32LE(request._id, USER_DATA);
+    const ptr = post(ucx().ucp_am_recv_data_nbx, this.#workerHandle, descriptor, destination, this.length, param.address);
     // Completed at once means the whole payload is in `destination`.
     return worker._track(request, ptr, this.length);
   }

@@ -42,6 +42,10 @@ export interface AmSendOptions {
 }
 
 export type AtomicOp = 'add' | 'and' | 'or' | 'xor' | 'swap' | 'cswap';
+/** Each operation's name in errors (constants: no string built per operation). */
+const ATOMIC_LABEL: Readonly<Record<AtomicOp, string>> = {
+  add: 'atomic add', and: 'atomic and', or: 'atomic or', xor: 'atomic xor', swap: 'atomic swap', cswap: 'atomic cswap',
+};
 
 export interface AtomicOptions {
   /** Operand width; default 64 for a bigint value, 32 for a number. */
@@ -276,7 +280,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const param = worker._params.send.buffer;
     param.writeUInt32LE(id, REQ.user_data);
     const fn = put ? ucx().ucp_put_nbx : ucx().ucp_get_nbx;
-    return worker._trackVoid(id, fn(ep, memory, length, address, rkey, param), what, memory);
+    return worker._trackVoid(id, fn(ep, memory, length, address, rkey, worker._params.send.address), what, memory);
   }
 
   /**
@@ -307,22 +311,22 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const worker = this.#worker;
     let data: unknown = buffer;
     let count: number;
-    let param: Buffer;
+    let param: { readonly buffer: Buffer; readonly address: bigint };
     if (Array.isArray(buffer)) {
       const iov = buildIov(buffer, sync ? 'tagSendSync buffers' : 'tagSend buffers');
       data = iov.array;
       count = iov.count;
-      param = worker._params.sendIov.buffer;
+      param = worker._params.sendIov;
       buffer = iov.parts;
     } else {
       // Constant strings: a template literal here would build a string per send.
       count = byteLengthOf(buffer, sync ? 'tagSendSync buffer' : 'tagSend buffer');
-      param = worker._params.send.buffer;
+      param = worker._params.send;
     }
     const id = worker._reserveId();
-    param.writeUInt32LE(id, REQ.user_data);
+    param.buffer.writeUInt32LE(id, REQ.user_data);
     const fn = sync ? ucx().ucp_tag_send_sync_nbx : ucx().ucp_tag_send_nbx;
-    return worker._trackVoid(id, fn(ep, data as Buffer, count, t, param), what, data === buffer ? buffer : [buffer, data]);
+    return worker._trackVoid(id, fn(ep, data as Buffer, count, t, param.address), what, data === buffer ? buffer : [buffer, data]);
   }
 
   /**
@@ -348,7 +352,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const id = worker._reserveId();
     const param = worker._params.send.buffer;
     param.writeUInt32LE(id, REQ.user_data);
-    return worker._trackVoid(id, ucx().ucp_stream_send_nbx(ep, buffer, count, param), 'streamSend', buffer);
+    return worker._trackVoid(id, ucx().ucp_stream_send_nbx(ep, buffer, count, worker._params.send.address), 'streamSend', buffer);
   }
 
   /**
@@ -406,7 +410,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       const param = params.streamRecv.buffer;
       param.writeUInt32LE(ucxRequest._id, REQ.user_data);
       param.writeUInt32LE(head.waitAll ? Number(K.UCP_STREAM_RECV_FLAG_WAITALL) : 0, REQ.flags);
-      const ptr = post(ucx().ucp_stream_recv_nbx, this.#handle, target, target.byteLength, params.streamLength, param);
+      const ptr = post(ucx().ucp_stream_recv_nbx, this.#handle, target, target.byteLength, params.streamLengthAddress, params.streamRecv.address);
       const immediate = ptr === null ? Number(params.streamLength.readBigUInt64LE(0)) : 0;
       worker._track(ucxRequest, ptr, immediate);
       if (ucxRequest.completed) {
@@ -510,7 +514,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const param = worker._params.amSend.buffer;
     param.writeUInt32LE(slot, REQ.user_data);
     param.writeUInt32LE(flags, REQ.flags);
-    const ptr = ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, param);
+    const ptr = ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, worker._params.amSend.address);
     return worker._trackVoid(slot, ptr, 'amSend', header === null ? data : [header, data]);
   }
 
@@ -573,15 +577,15 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (reply === null) {
       const id = worker._reserveId();
       block.writeUInt32LE(id, REQ.user_data);
-      const ptr = ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand, 1, address, rkey, block);
-      return worker._trackVoid(id, ptr, `atomic ${op}`, null) as Request<unknown> as Request<number | bigint | undefined>;
+      const ptr = ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperandAddress, 1, address, rkey, params.atomic.address);
+      return worker._trackVoid(id, ptr, ATOMIC_LABEL[op], null) as Request<unknown> as Request<number | bigint | undefined>;
     }
     const kind = width === 64 ? ResultKind.Reply64 : ResultKind.Reply32;
-    const request = worker._newRequest<number | bigint | undefined>(kind, `atomic ${op}`, reply);
+    const request = worker._newRequest<number | bigint | undefined>(kind, ATOMIC_LABEL[op], reply);
     request._reply = reply;
     block.writeUInt32LE(request._id, REQ.user_data);
     block.writeBigUInt64LE(addressOf(reply), REQ.reply_buffer);
-    return worker._track(request, ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand, 1, address, rkey, block));
+    return worker._track(request, ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperandAddress, 1, address, rkey, params.atomic.address));
   }
 
   /**
@@ -642,7 +646,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const id = worker._reserveId();
     const param = worker._params.send.buffer;
     param.writeUInt32LE(id, REQ.user_data);
-    return worker._trackVoid(id, ucx().ucp_ep_flush_nbx(ep, param), 'endpoint flush', null);
+    return worker._trackVoid(id, ucx().ucp_ep_flush_nbx(ep, worker._params.send.address), 'endpoint flush', null);
   }
 
   /**

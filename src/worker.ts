@@ -71,7 +71,8 @@ class ParamBlocks {
   readonly tagRecvIov = new StructBuffer(layouts.ucp_request_param_t);
   readonly streamRecv = new StructBuffer(layouts.ucp_request_param_t);
   /** Where a stream receive that completes at once reports its length. */
-  readonly streamLength = Buffer.alloc(8);
+  readonly streamLength = Buffer.allocUnsafeSlow(8).fill(0);
+  readonly streamLengthAddress = addressOf(this.streamLength);
   /** Active-message sends (flags per call). */
   readonly amSend = new StructBuffer(layouts.ucp_request_param_t);
   /** Receiving rendezvous active-message data. */
@@ -79,7 +80,9 @@ class ParamBlocks {
   /** Atomics (datatype and reply buffer per call). */
   readonly atomic = new StructBuffer(layouts.ucp_request_param_t);
   /** The operand of an atomic (UCX reads it when the operation is posted). */
-  readonly atomicOperand = Buffer.alloc(8);
+  readonly atomicOperand = Buffer.allocUnsafeSlow(8).fill(0);
+  /** Its address (passed instead of the Buffer: cheaper for koffi; the Buffer lives as long as this). */
+  readonly atomicOperandAddress = addressOf(this.atomicOperand);
   readonly close = new StructBuffer(layouts.ucp_request_param_t);
   readonly amHandler = new StructBuffer(layouts.ucp_am_handler_param_t);
   /** Filled by ucp_tag_probe_nb. */

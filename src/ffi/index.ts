@@ -80,6 +80,7 @@ export function pollReadable(fd: number, onReadable: () => void): FdPoll {
  * would be moved the first time its address is taken).
  */
 const structScratch = Buffer.allocUnsafeSlow(64).fill(0);
+let structScratchAddress: bigint | undefined;
 
 /**
  * Copies the `length` (at most 64) bytes of a C struct at `address` into a shared scratch Buffer and
@@ -88,7 +89,8 @@ const structScratch = Buffer.allocUnsafeSlow(64).fill(0);
  */
 export function readStruct(address: bigint, length: number): Buffer {
   if (length > structScratch.length) throw new RangeError(`readStruct: ${length} bytes is over ${structScratch.length}`);
-  ucx().memcpy(structScratch, address, length);
+  structScratchAddress ??= addressOf(structScratch);
+  ucx().memcpy(structScratchAddress, address, length);
   return structScratch;
 }
 

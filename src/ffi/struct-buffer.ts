@@ -2,16 +2,33 @@
  * A C struct held in a Buffer and written field by field through its layout. Parameter blocks are built
  * once and then updated in place, so that no JavaScript object is marshalled into C per operation.
  */
+import koffi from 'koffi';
 import type { Layout } from './layouts.js';
 
+function addressOf(buffer: Buffer): bigint {
+  return koffi.address(buffer) as bigint;
+}
+
 export class StructBuffer<F extends string> {
-  /** The bytes handed to C (pass this Buffer as the struct pointer). */
+  /** The bytes handed to C (pass this Buffer, or `address`, as the struct pointer). */
   readonly buffer: Buffer;
   readonly layout: Layout<F>;
+  #address: bigint | undefined;
 
   constructor(layout: Layout<F>) {
     this.layout = layout;
-    this.buffer = Buffer.alloc(layout.size);
+    // Off V8's heap from the start (never moved), so that its address stays valid for as long as `buffer`
+    // is reachable.
+    this.buffer = Buffer.allocUnsafeSlow(layout.size).fill(0);
+  }
+
+  /**
+   * The struct's address, for hot paths: koffi converts a bigint to a pointer faster than it takes a
+   * Buffer's data pointer. Valid while this StructBuffer is reachable; keep it, not just the address.
+   */
+  get address(): bigint {
+    this.#address ??= addressOf(this.buffer);
+    return this.#address;
   }
 
   /** The byte offset of a field (for hot paths that write through their own typed-array views). */
