@@ -432,7 +432,7 @@ function figure(/** @type {Measurement} */ m, /** @type {TestSpec['kind']} */ ki
 }
 
 /** Rounds for the points the targets are read from. */
-const REPEATS = 3;
+const REPEATS = 5;
 
 /** 8 B latency (every progress mode), 1 MiB bandwidth and the rate tests: what the targets name. */
 function isTargetPoint(/** @type {{ test: string, size: number }} */ point) {
