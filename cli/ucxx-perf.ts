@@ -180,11 +180,11 @@ const AM_PING = 101;
 const AM_PONG = 102;
 const DONE_TAG = 0x5045524600000006n;
 /**
- * One-sided bandwidth and rate tests: only the client drives them (no message to receive, no handler to
- * run), and on UCX-allocated memory the server sleeps meanwhile, as ucx_perftest's does. In the one-sided
- * latency tests it keeps polling: on these VMs a sleeping peer vCPU made 8 B latencies noisier.
+ * The tests in which ucx_perftest's server sleeps (its counterpart is `ucp_get`, whose server process shows
+ * no CPU time in a profile): on UCX-allocated memory ucxx-perf's sleeps too. In every other test, the
+ * one-sided puts and atomics included, ucx_perftest's server polls its worker, and so does ucxx-perf's.
  */
-const SERVER_SLEEPS: ReadonlySet<string> = new Set(['put_bw', 'get_bw', 'atomic_rate']);
+const SERVER_SLEEPS: ReadonlySet<string> = new Set(['get_lat', 'get_bw']);
 const ADDRESS_TAG = 0x5045524600000007n; // server -> client: its worker address
 
 /**
@@ -386,10 +386,10 @@ async function serveOne(context: Context, worker: Worker, controlWorker: Worker,
     }
   }
   if (plan.memory === 'allocated' && SERVER_SLEEPS.has(plan.test)) {
-    // RMA and atomics on UCX-allocated (shared) memory are one-sided: the client's loads, stores and CPU
-    // atomics need nothing from this process. Look for the client's DONE once a millisecond and sleep in
-    // between, as ucx_perftest's server sleeps during these tests: a busy-polling server would take the
-    // second core (on a 2-vCPU VM, maybe the client core's sibling) for nothing.
+    // A get from UCX-allocated (shared) memory is one-sided: the client's loads need nothing from this
+    // process. Look for the client's DONE once a millisecond and sleep in between, as ucx_perftest's server
+    // does in `ucp_get`: a busy-polling server would take the second core (on a 2-vCPU VM, maybe the client
+    // core's sibling) and make the comparison unfair.
     const doneBuffer = new Uint8Array(1);
     for (;;) {
       const receive = worker.tagProbe(DONE_TAG, undefined, { remove: true })?.receive;
