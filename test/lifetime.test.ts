@@ -149,6 +149,17 @@ describe('process lifetime', () => {
     assert.match(result.stdout, /forgotten: done/);
   });
 
+  test("forgotten objects: an idle 'polling' process exits by itself after its grace period", () => {
+    const started = Date.now();
+    const result = spawnSync(process.execPath, [path.join(PEERS, 'forgotten.js'), '{"mode":"natural","progressMode":"polling"}'], {
+      encoding: 'utf8', timeout: 30_000,
+    });
+    assert.equal(result.signal, null, `killed by ${result.signal}: ${result.stderr}`);
+    assert.equal(result.status, 0, result.stderr);
+    assert.match(result.stdout, /forgotten: done/);
+    assert.ok(Date.now() - started < 20_000, 'the process lingered');
+  });
+
   test('forgotten objects: process.exit() with a listener and a receive in flight is clean', () => {
     const result = spawnSync(process.execPath, [path.join(PEERS, 'forgotten.js'), '{"mode":"exit"}'], {
       encoding: 'utf8', timeout: 30_000,
