@@ -236,7 +236,9 @@ function waiter(worker: Worker, mode: Mode): (request: Request<unknown>) => Prom
       return undefined;
     };
   }
-  return (request) => (request.completed && request.error === undefined ? undefined : Promise.resolve(request));
+  // A Request's native Promise: one microtask hop once it settles, where awaiting the Request (a
+  // thenable) takes three.
+  return (request) => (request.completed && request.error === undefined ? undefined : request.promise);
 }
 
 function regionSize(plan: Plan): number {
@@ -412,7 +414,7 @@ async function serveOne(context: Context, worker: Worker, controlWorker: Worker,
     else await new Promise((resolve) => setImmediate(resolve));
     while (fetching.length > 0 && (fetching[0] as { request: Request<Uint8Array> }).request.completed) {
       const next = fetching.shift() as { request: Request<Uint8Array>; then: (data: Uint8Array) => void };
-      const data = await next.request;
+      const data = await next.request.promise;
       next.then(data);
     }
   }
@@ -523,7 +525,7 @@ async function measure(
           } else {
             if (pongs < target) await new Promise<void>((resolve) => { onPong = resolve; });
             onPong = null;
-            if (pongData !== null) await pongData;
+            if (pongData !== null) await (pongData as Request<Uint8Array>).promise;
             { const pending = wait(sent); if (pending !== undefined) await pending; }
           }
           break;

@@ -470,7 +470,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       const chunk = new Uint8Array(chunkSize);
       let received: number;
       try {
-        received = await this.streamRecv(chunk, { signal: options.signal });
+        received = await this.streamRecv(chunk, { signal: options.signal }).promise;
       } catch (err) {
         if (err instanceof ClosedError || (err as UcxError).status === -16 || this.closed) return;
         throw err;

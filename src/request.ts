@@ -8,7 +8,7 @@
  *
  * ```ts
  * const req = endpoint.memPut(data, remoteKey);
- * if (!req.completed) await req;
+ * if (!req.completed) await req;           // or `await req.promise`: cheaper in hot loops
  * ```
  */
 import { UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
@@ -142,6 +142,20 @@ export class Request<T = void> implements PromiseLike<T> {
       return;
     }
     if (this._handle !== null && this.#host !== null) this.#host._cancelRequest(this._handle);
+  }
+
+  /**
+   * The operation as a native Promise (made on first use, then the same one). Awaiting it is cheaper than
+   * awaiting the Request itself: `await request` goes through the thenable protocol (two more Promises
+   * and two more microtask hops, ~0.15 us here), `await request.promise` takes one hop. Like any Promise,
+   * a failed one that nobody handles is an unhandled rejection.
+   *
+   * ```ts
+   * const info = await worker.tagRecv(buffer, 7n).promise;   // hot loops
+   * ```
+   */
+  get promise(): Promise<T> {
+    return this.#getPromise();
   }
 
   then<R1 = T, R2 = never>(

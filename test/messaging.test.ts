@@ -75,6 +75,28 @@ describe('tag', () => {
     assert.throws(() => truncated.value, MessageTruncatedError);
   });
 
+  test('request.promise is the native Promise of the operation: same value, same error', async () => {
+    const tag = ECHO | 94n;
+    const back = new Uint8Array(8);
+    const receive = worker.tagRecv(back, tag);
+    const promise = receive.promise;
+    assert.ok(promise instanceof Promise);
+    assert.equal(Object.getPrototypeOf(promise), Promise.prototype);
+    assert.equal(receive.promise, promise); // made once
+    await endpoint.tagSend(pattern(12, 8), tag);
+    assert.deepEqual(await promise, { length: 8, senderTag: tag });
+    assert.equal(firstMismatch(back, pattern(12, 8)), -1);
+    // A completed send (the shared completed Request) resolves with undefined.
+    assert.equal(await endpoint.tagSend(pattern(13, 8), ECHO | 95n).promise, undefined);
+    await worker.tagRecv(new Uint8Array(8), ECHO | 95n).promise;
+    // A failure rejects with the same typed error as awaiting the Request.
+    const truncated = worker.tagRecv(new Uint8Array(2), ECHO | 96n);
+    await endpoint.tagSend(pattern(14, 64), ECHO | 96n);
+    await assert.rejects(truncated.promise, MessageTruncatedError);
+    await assert.rejects(Promise.resolve(truncated), MessageTruncatedError);
+    assert.equal(truncated.error, await truncated.promise.catch((e: unknown) => e));
+  });
+
   test('a list of buffers is sent and received as one message (iov)', async () => {
     const tag = ECHO | 77n;
     const parts = [pattern(1, 10), pattern(2, 70000), pattern(3, 1)];
