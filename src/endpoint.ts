@@ -277,10 +277,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
     const worker = this.#worker;
     const id = worker._reserveId();
-    const param = worker._params.send.buffer;
-    param.writeUInt32LE(id, REQ.user_data);
+    const param = worker._params.send;
+    param.buffer.writeUInt32LE(id, REQ.user_data);
     const fn = put ? ucx().ucp_put_nbx : ucx().ucp_get_nbx;
-    return worker._trackVoid(id, fn(ep, memory, length, address, rkey, worker._params.send.address), what, memory);
+    return worker._trackVoid(id, fn(ep, memory, length, address, rkey, param.address), what, memory);
   }
 
   /**
@@ -350,9 +350,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const count = byteLengthOf(buffer, 'streamSend buffer');
     const worker = this.#worker;
     const id = worker._reserveId();
-    const param = worker._params.send.buffer;
-    param.writeUInt32LE(id, REQ.user_data);
-    return worker._trackVoid(id, ucx().ucp_stream_send_nbx(ep, buffer, count, worker._params.send.address), 'streamSend', buffer);
+    const param = worker._params.send;
+    param.buffer.writeUInt32LE(id, REQ.user_data);
+    return worker._trackVoid(id, ucx().ucp_stream_send_nbx(ep, buffer, count, param.address), 'streamSend', buffer);
   }
 
   /**
@@ -407,11 +407,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       const target = head.bytes.subarray(head.served);
       const ucxRequest = worker._newRequest<number>(ResultKind.Length, 'streamRecv', target);
       const params = worker._params;
-      const param = params.streamRecv.buffer;
-      param.writeUInt32LE(ucxRequest._id, REQ.user_data);
-      param.writeUInt32LE(head.waitAll ? Number(K.UCP_STREAM_RECV_FLAG_WAITALL) : 0, REQ.flags);
-      const ptr = post(ucx().ucp_stream_recv_nbx, this.#handle, target, target.byteLength, params.streamLengthAddress, params.streamRecv.address);
-      const immediate = ptr === null ? Number(params.streamLength.readBigUInt64LE(0)) : 0;
+      const param = params.streamRecv;
+      param.buffer.writeUInt32LE(ucxRequest._id, REQ.user_data);
+      param.buffer.writeUInt32LE(head.waitAll ? Number(K.UCP_STREAM_RECV_FLAG_WAITALL) : 0, REQ.flags);
+      const ptr = post(ucx().ucp_stream_recv_nbx, this.#handle, target, target.byteLength, params.streamLength.address, param.address);
+      const immediate = ptr === null ? Number(params.streamLength.u64()) : 0;
       worker._track(ucxRequest, ptr, immediate);
       if (ucxRequest.completed) {
         this.#streamDone(head, target, ucxRequest.status, immediate, ucxRequest, ucxRequest.error);
@@ -511,10 +511,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
     const worker = this.#worker;
     const slot = worker._reserveId();
-    const param = worker._params.amSend.buffer;
-    param.writeUInt32LE(slot, REQ.user_data);
-    param.writeUInt32LE(flags, REQ.flags);
-    const ptr = ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, worker._params.amSend.address);
+    const param = worker._params.amSend;
+    param.buffer.writeUInt32LE(slot, REQ.user_data);
+    param.buffer.writeUInt32LE(flags, REQ.flags);
+    const ptr = ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, param.address);
     return worker._trackVoid(slot, ptr, 'amSend', header === null ? data : [header, data]);
   }
 
@@ -550,8 +550,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
     const worker = this.#worker;
     const params = worker._params;
-    if (width === 64) params.atomicOperand.writeBigUInt64LE(operand, 0);
-    else params.atomicOperand.writeUInt32LE(Number(operand), 0);
+    if (width === 64) params.atomicOperand.buffer.writeBigUInt64LE(operand, 0);
+    else params.atomicOperand.buffer.writeUInt32LE(Number(operand), 0);
     let reply: Uint8Array | null = null;
     if (fetch) {
       // From Node's pooled slab, already off V8's heap: C writes into it without moving it first.
@@ -563,10 +563,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
         const expected = toWord(compare, width, 'compare');
         const view = new DataView(reply.buffer, reply.byteOffset, 8);
         if (width === 64) {
-          params.atomicOperand.writeBigUInt64LE(expected, 0);
+          params.atomicOperand.buffer.writeBigUInt64LE(expected, 0);
           view.setBigUint64(0, operand, true);
         } else {
-          params.atomicOperand.writeUInt32LE(Number(expected), 0);
+          params.atomicOperand.buffer.writeUInt32LE(Number(expected), 0);
           view.setUint32(0, Number(operand), true);
         }
       }
@@ -577,7 +577,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (reply === null) {
       const id = worker._reserveId();
       block.writeUInt32LE(id, REQ.user_data);
-      const ptr = ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperandAddress, 1, address, rkey, params.atomic.address);
+      const ptr = ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand.address, 1, address, rkey, params.atomic.address);
       return worker._trackVoid(id, ptr, ATOMIC_LABEL[op], null) as Request<unknown> as Request<number | bigint | undefined>;
     }
     const kind = width === 64 ? ResultKind.Reply64 : ResultKind.Reply32;
@@ -585,7 +585,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     request._reply = reply;
     block.writeUInt32LE(request._id, REQ.user_data);
     block.writeBigUInt64LE(addressOf(reply), REQ.reply_buffer);
-    return worker._track(request, ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperandAddress, 1, address, rkey, params.atomic.address));
+    return worker._track(request, ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand.address, 1, address, rkey, params.atomic.address));
   }
 
   /**
@@ -644,9 +644,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const ep = this._live('flush');
     const worker = this.#worker;
     const id = worker._reserveId();
-    const param = worker._params.send.buffer;
-    param.writeUInt32LE(id, REQ.user_data);
-    return worker._trackVoid(id, ucx().ucp_ep_flush_nbx(ep, worker._params.send.address), 'endpoint flush', null);
+    const param = worker._params.send;
+    param.buffer.writeUInt32LE(id, REQ.user_data);
+    return worker._trackVoid(id, ucx().ucp_ep_flush_nbx(ep, param.address), 'endpoint flush', null);
   }
 
   /**

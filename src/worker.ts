@@ -71,8 +71,7 @@ class ParamBlocks {
   readonly tagRecvIov = new StructBuffer(layouts.ucp_request_param_t);
   readonly streamRecv = new StructBuffer(layouts.ucp_request_param_t);
   /** Where a stream receive that completes at once reports its length. */
-  readonly streamLength = Buffer.allocUnsafeSlow(8).fill(0);
-  readonly streamLengthAddress = addressOf(this.streamLength);
+  readonly streamLength = new OutCell();
   /** Active-message sends (flags per call). */
   readonly amSend = new StructBuffer(layouts.ucp_request_param_t);
   /** Receiving rendezvous active-message data. */
@@ -80,9 +79,7 @@ class ParamBlocks {
   /** Atomics (datatype and reply buffer per call). */
   readonly atomic = new StructBuffer(layouts.ucp_request_param_t);
   /** The operand of an atomic (UCX reads it when the operation is posted). */
-  readonly atomicOperand = Buffer.allocUnsafeSlow(8).fill(0);
-  /** Its address (passed instead of the Buffer: cheaper for koffi; the Buffer lives as long as this). */
-  readonly atomicOperandAddress = addressOf(this.atomicOperand);
+  readonly atomicOperand = new OutCell();
   readonly close = new StructBuffer(layouts.ucp_request_param_t);
   readonly amHandler = new StructBuffer(layouts.ucp_am_handler_param_t);
   /** Filled by ucp_tag_probe_nb. */
@@ -250,9 +247,10 @@ export class Worker implements RequestHost {
    */
   flush(): Request<void> {
     const handle = this._live('Worker');
-    const id = inflight.reserve();
-    this._params.send.buffer.writeUInt32LE(id, REQ.user_data);
-    return this._trackVoid(id, ucx().ucp_worker_flush_nbx(handle, this._params.send.buffer), 'worker flush', null);
+    const id = this._reserveId();
+    const param = this._params.send;
+    param.buffer.writeUInt32LE(id, REQ.user_data);
+    return this._trackVoid(id, ucx().ucp_worker_flush_nbx(handle, param.address), 'worker flush', null);
   }
 
   /** Orders all RMA/atomic operations issued before it before those issued after, on every endpoint. */

@@ -2,11 +2,14 @@
  * A C struct held in a Buffer and written field by field through its layout. Parameter blocks are built
  * once and then updated in place, so that no JavaScript object is marshalled into C per operation.
  */
-import koffi from 'koffi';
 import type { Layout } from './layouts.js';
+// A cycle with index.ts, which re-exports this module: harmless, addressOf is a function declaration and
+// is only called after both modules have loaded.
+import { addressOf } from './index.js';
 
-function addressOf(buffer: Buffer): bigint {
-  return koffi.address(buffer) as bigint;
+/** Bytes handed to C by address: off V8's heap from the start (never moved), zeroed. */
+function pinnedBytes(size: number): Buffer {
+  return Buffer.allocUnsafeSlow(size).fill(0);
 }
 
 export class StructBuffer<F extends string> {
@@ -17,9 +20,7 @@ export class StructBuffer<F extends string> {
 
   constructor(layout: Layout<F>) {
     this.layout = layout;
-    // Off V8's heap from the start (never moved), so that its address stays valid for as long as `buffer`
-    // is reachable.
-    this.buffer = Buffer.allocUnsafeSlow(layout.size).fill(0);
+    this.buffer = pinnedBytes(layout.size);
   }
 
   /**
@@ -78,9 +79,16 @@ export class StructBuffer<F extends string> {
   }
 }
 
-/** A reusable 8-byte out-parameter cell (`T **` / `size_t *` / `int *`). */
+/** A reusable 8-byte cell: an out-parameter (`T **` / `size_t *` / `int *`) or an operand C reads. */
 export class OutCell {
-  readonly buffer = Buffer.alloc(8);
+  readonly buffer = pinnedBytes(8);
+  #address: bigint | undefined;
+
+  /** The cell's address (as StructBuffer's `address`: cheaper for koffi than the Buffer). */
+  get address(): bigint {
+    this.#address ??= addressOf(this.buffer);
+    return this.#address;
+  }
 
   ptr(): bigint | null {
     const value = this.buffer.readBigUInt64LE(0);
