@@ -131,8 +131,12 @@ export function markdownReport(report) {
   out.push(`| load average (1 min) | ${m.loadAverage.start[0]} at the start, ${m.loadAverage.end[0]} at the end |`, '');
   out.push(`Settings: ucxx-ts through \`ucxx-perf --local -m ${cfg.memory} -P ${cfg.progress}\`, \`-O ${cfg.outstanding}\` for the bandwidth and rate tests ` +
     `(ucx_perftest gets the same \`-O\`); the same iterations and warm-up for every implementation (columns \`n\` and \`w\`). ` +
-    'Order: for each test and size, ucxx-ts, then ucx_perftest, then Node `net` (TCP, then Unix socket), one at a time.', '');
-  out.push('Ratios are **ucxx-ts divided by the other**, of the figure in the table. For latency (lower is better) a ratio below 1 ' +
+    'Order: for each test and size, ucxx-ts, ucx_perftest and Node `net` (TCP, then Unix socket), one at a time; rounds rotate the order. ' +
+    (report.mode === 'short' ? 'Short mode: one round per point.' :
+      `The points the targets are read from (8 B latency, 1 MiB bandwidth, the rate tests) run ${report.config.rounds ?? 5} rounds, and the 1 MiB ` +
+      `bandwidth points ${report.config.extraPairs ?? 0} more rounds of ucxx-ts and ucx_perftest alone; a figure is the implementation's median round, ` +
+      'and a ratio the median of the ratios of rounds run back to back (all of them are in the JSON: `raw.<implementation>.rounds`, `ratioRounds`).'), '');
+  out.push('Ratios are **ucxx-ts divided by the other**. For latency (lower is better) a ratio below 1 ' +
     'means ucxx-ts is faster; for bandwidth and message rate (higher is better) a ratio above 1 means ucxx-ts is faster. ' +
     '`-` means the other has no equivalent operation.', '');
   out.push('![bandwidth and latency against message size](benchmarks.svg)', '');
@@ -143,6 +147,18 @@ export function markdownReport(report) {
     for (const r of rows) {
       const cells = row(r);
       out.push(`| ${[cells[0], cells[1], r.iterations, r.warmup, ...cells.slice(2)].map((c) => md(String(c))).join(' | ')} |`);
+    }
+    out.push('');
+  }
+  const spread = report.results.filter((/** @type {any} */ r) => (r.ratioRounds?.['ucxx-ts/ucx_perftest']?.length ?? 0) > 1);
+  if (spread.length > 0) {
+    out.push('## Round to round', '');
+    out.push('The ratio ucxx-ts / ucx_perftest of each round (the two ran back to back) at the points with several rounds: how far one round can be from the median on this machine.', '');
+    out.push('| test | size | rounds | lowest | lower quartile | median | upper quartile | highest |', '|---|---:|---:|---:|---:|---:|---:|---:|');
+    for (const r of spread) {
+      const x = /** @type {number[]} */ (r.ratioRounds['ucxx-ts/ucx_perftest']);
+      const q = (/** @type {number} */ f) => formatRatio(/** @type {number} */ (x[Math.round(f * (x.length - 1))]));
+      out.push(`| ${r.test} | ${formatSize(r.size)} | ${x.length} | ${q(0)} | ${q(0.25)} | ${formatRatio(r.ratios['ucxx-ts/ucx_perftest'])} | ${q(0.75)} | ${q(1)} |`);
     }
     out.push('');
   }

@@ -105,7 +105,7 @@ const OUTSTANDING = 32; // ucx_perftest's own default for tag_bw, ucp_put_bw and
 
 /**
  * Iterations and warm-up for one point, the same for every implementation.
- * Latency tests: ~256 MiB of ping-pong traffic, 5..20000 round trips. Bandwidth: ~512 MiB, 8..100000
+ * Latency tests: ~256 MiB of ping-pong traffic, 5..20000 round trips. Bandwidth: ~2 GiB, 8..100000
  * messages. Rate tests: 200,000 operations (1,000,000 for the puts with a flush per 1,000).
  * Warm-up: JavaScript needs thousands of iterations of a loop before V8 has compiled it with its
  * optimizing tiers, and until then its compiler threads take CPU from the busy-polling peers. Messages
@@ -129,7 +129,10 @@ function iterationsFor(test, size, short) {
     const n = clamp(Math.floor((256 * MiB) / size), 5, 20_000);
     return { iterations: n, warmup: small ? 20_000 : Math.max(Math.floor(n / 10), Math.min(2000, Math.floor(GiB / size))) };
   }
-  const n = clamp(Math.floor((512 * MiB) / size), 8, 100_000);
+  // 2 GiB keeps a 1 MiB point's measured window at ~50 ms or more: at 512 MiB it was ~13 ms, short
+  // enough for one descheduling of a few ms (a neighbour process on this VM wakes every 50 ms) to move
+  // a round by 10-20%.
+  const n = clamp(Math.floor((2 * GiB) / size), 8, 100_000);
   return {
     iterations: n,
     warmup: small ? Math.max(10_000, Math.floor(n / 10)) : Math.max(Math.floor(n / 10), Math.min(10_000, Math.floor((4 * GiB) / size))),
@@ -433,6 +436,28 @@ function figure(/** @type {Measurement} */ m, /** @type {TestSpec['kind']} */ ki
 
 /** Rounds for the points the issue's targets are read from. */
 const REPEATS = 5;
+/**
+ * More ucxx-ts / ucx_perftest rounds (without net, the slow part of a round) for the 1 MiB bandwidth
+ * targets: one round of either moves by up to a factor of two with this VM's phases, so five pairs
+ * left the ratio at the mercy of one or two rounds.
+ */
+const EXTRA_PAIRS = 6;
+
+/**
+ * ucxx-ts's figure over `other`'s, one ratio per round where both have one, sorted. The two ran back to
+ * back, so the ratio of a round cancels the machine's slow and fast phases (which last minutes) where a
+ * ratio of medians mixes rounds from different phases. The reported ratio is the median of these.
+ * @param {Record<string, Measurement>[]} rounds @param {string} other @param {TestSpec['kind']} kind
+ */
+function pairedRatios(rounds, other, kind) {
+  const out = [];
+  for (const r of rounds) {
+    const a = r['ucxx-ts'] === undefined ? null : figure(r['ucxx-ts'], kind);
+    const b = r[other] === undefined ? null : figure(/** @type {Measurement} */ (r[other]), kind);
+    if (a !== null && b !== null && b !== 0) out.push(a / b);
+  }
+  return out.sort((x, y) => x - y);
+}
 
 /** 8 B latency (every progress mode), 1 MiB bandwidth and the rate tests: what the targets name. */
 function isTargetPoint(/** @type {{ test: string, size: number }} */ point) {
@@ -571,6 +596,7 @@ async function main() {
   const started = new Date();
   const loadStart = os.loadavg();
   const machine = machineInfo();
+  /** @type {string[]} */
   const problems = [];
   if (!existsSync(CLI)) problems.push(`${path.relative(ROOT, CLI)} is missing: build it with npm run build`);
   if (options.c && tryRun('sh', ['-c', 'command -v ucx_perftest']) === null) problems.push('ucx_perftest is not on PATH (apt-get install ucx-utils)');
@@ -604,61 +630,78 @@ async function main() {
       delete m.timedOut;
       return m;
     };
-    /** One round: ucxx-ts, ucx_perftest, net (TCP then Unix), one at a time. */
-    const measureOnce = async () => {
+    /**
+     * One round: ucxx-ts, ucx_perftest and net (TCP then Unix), one at a time. The order rotates from
+     * round to round: the first run of a round follows the last run of the previous one (a net run
+     * moves gigabytes through two Node processes), and a fixed order would hand whatever that leaves
+     * behind to the same implementation every time. Without net (the extra pairs) the two alternate.
+     */
+    const measureOnce = async (/** @type {number} */ roundIndex, /** @type {boolean} */ withNet) => {
       /** @type {Record<string, Measurement>} */
       const got = {};
-      // A: ucxx-ts
-      got['ucxx-ts'] = problems.some((p) => p.includes('missing'))
-        ? { status: 'failed', error: problems.join('; ') }
-        : skip('ucxx-ts') ?? noteTimeout('ucxx-ts', await runUcxx(point, options));
-      // B: ucx_perftest
-      got.ucx_perftest = !options.c ? { status: 'n/a', error: 'disabled (--no-c)' }
-        : spec.c === null ? { status: 'n/a', error: 'no ucx_perftest equivalent' }
-        : problems.some((p) => p.includes('ucx_perftest')) ? { status: 'failed', error: problems.join('; ') }
-        : skip('ucx_perftest') ?? noteTimeout('ucx_perftest', await runPerftest(point));
-      // C: net, TCP then Unix
-      if (!options.net || spec.net === null) {
-        const why = !options.net ? 'disabled (--no-net)' : spec.noNet ?? 'no net equivalent';
-        got['net-tcp'] = { status: 'n/a', error: why };
-        got['net-unix'] = { status: 'n/a', error: why };
-      } else {
+      const runUcxxTs = async () => {
+        got['ucxx-ts'] = problems.some((p) => p.includes('missing'))
+          ? { status: 'failed', error: problems.join('; ') }
+          : skip('ucxx-ts') ?? noteTimeout('ucxx-ts', await runUcxx(point, options));
+      };
+      const runC = async () => {
+        got.ucx_perftest = !options.c ? { status: 'n/a', error: 'disabled (--no-c)' }
+          : spec.c === null ? { status: 'n/a', error: 'no ucx_perftest equivalent' }
+          : problems.some((p) => p.includes('ucx_perftest')) ? { status: 'failed', error: problems.join('; ') }
+          : skip('ucx_perftest') ?? noteTimeout('ucx_perftest', await runPerftest(point));
+      };
+      const runNetBoth = async () => {
+        if (!options.net || spec.net === null) {
+          const why = !options.net ? 'disabled (--no-net)' : spec.noNet ?? 'no net equivalent';
+          got['net-tcp'] = { status: 'n/a', error: why };
+          got['net-unix'] = { status: 'n/a', error: why };
+          return;
+        }
         const skipped = skip('net');
         if (skipped !== null) {
           got['net-tcp'] = skipped;
           got['net-unix'] = skipped;
-        } else {
-          const both = await runNet(point, spec.net);
-          got['net-tcp'] = noteTimeout('net', both['net-tcp']);
-          got['net-unix'] = both['net-unix'];
-          delete got['net-unix'].timedOut;
+          return;
         }
-      }
+        const both = await runNet(point, spec.net);
+        got['net-tcp'] = noteTimeout('net', both['net-tcp']);
+        got['net-unix'] = both['net-unix'];
+        delete got['net-unix'].timedOut;
+      };
+      const order = withNet ? [runUcxxTs, runC, runNetBoth] : [runUcxxTs, runC];
+      for (let i = 0; i < order.length; i++) await /** @type {() => Promise<void>} */ (order[(i + roundIndex) % order.length])();
       return got;
     };
-    // The points the issue's targets are read from run REPEATS rounds (alternating, as everything
-    // else); each implementation's figure is its median round. The other points run once.
+    // The points the issue's targets are read from run REPEATS rounds; the 1 MiB bandwidth targets also
+    // get EXTRA_PAIRS rounds of ucxx-ts and ucx_perftest alone. Each implementation's figure is its
+    // median round; the other points run once.
+    const target = isTargetPoint(point) && !options.short;
     const rounds = [];
-    for (let round = 0; round < (isTargetPoint(point) && !options.short ? REPEATS : 1); round++) rounds.push(await measureOnce());
+    for (let r = 0; r < (target ? REPEATS : 1); r++) rounds.push(await measureOnce(r, true));
+    if (target && spec.kind === 'bandwidth') for (let r = 0; r < EXTRA_PAIRS; r++) rounds.push(await measureOnce(r, false));
     /** @type {Record<string, Measurement>} */
     const raw = {};
-    for (const impl of IMPLEMENTATIONS) raw[impl] = medianRound(rounds.map((r) => /** @type {Measurement} */ (r[impl])), spec.kind);
+    for (const impl of IMPLEMENTATIONS) {
+      raw[impl] = medianRound(rounds.flatMap((r) => (r[impl] === undefined ? [] : [/** @type {Measurement} */ (r[impl])])), spec.kind);
+    }
     /** @type {Record<string, number | null>} */
     const figures = {};
     for (const impl of IMPLEMENTATIONS) figures[impl] = figure(/** @type {Measurement} */ (raw[impl]), spec.kind);
     /** @type {Record<string, number | null>} */
     const ratios = {};
+    /** @type {Record<string, number[]>} */
+    const ratioRounds = {};
     for (const other of IMPLEMENTATIONS.slice(1)) {
-      const a = figures['ucxx-ts'];
-      const b = figures[other];
-      ratios[`ucxx-ts/${other}`] = a == null || b == null || b === 0 ? null : round(a / b, 4);
+      const paired = pairedRatios(rounds, other, spec.kind);
+      ratioRounds[`ucxx-ts/${other}`] = paired.map((x) => round(x, 4));
+      ratios[`ucxx-ts/${other}`] = paired.length === 0 ? null : round(/** @type {number} */ (paired[Math.floor((paired.length - 1) / 2)]), 4);
     }
     const record = {
       test: point.test, size: point.size, kind: spec.kind, ...METRIC[spec.kind],
       iterations: point.iterations, warmup: point.warmup, outstanding: spec.kind === 'latency' ? 1 : point.outstanding,
       equivalents: { ucx_perftest: spec.c?.test ?? null, net: spec.net === null ? null : `${spec.net} (tcp, unix)` },
       note: spec.note ?? null,
-      figures, ratios, raw,
+      figures, ratios, ratioRounds, raw,
     };
     results.push(record);
     const show = IMPLEMENTATIONS.map((impl) => {
@@ -684,12 +727,14 @@ async function main() {
     durationS: Math.round((Date.now() - started.getTime()) / 1000),
     machine: { ...machine, loadAverage: { start: loadStart.map((x) => round(x, 2)), end: os.loadavg().map((x) => round(x, 2)) } },
     config: {
-      order: 'per test and size: ucxx-ts, ucx_perftest, net (tcp then unix); one measurement at a time',
+      order: 'per test and size: ucxx-ts, ucx_perftest, net (tcp then unix), the order rotating from round to round; one measurement at a time',
+      rounds: options.short ? 1 : REPEATS,
+      extraPairs: options.short ? 0 : EXTRA_PAIRS,
       ucxxPerf: { memory: options.memory, progress: options.progress, outstanding: OUTSTANDING },
       ucxPerftest: 'server and client on 127.0.0.1, default transports, UCX-allocated buffers (its only host mode)',
       net: 'bench/net-baseline.mjs: TCP 127.0.0.1 (TCP_NODELAY) and a Unix socket, server in a child process',
       latencyMetric: 'latency_us.p50 (per-operation median; half a round trip for ping-pong tests)',
-      ratio: 'ucxx-ts figure / other figure: latency < 1 = ucxx-ts faster; bandwidth and rate > 1 = ucxx-ts faster',
+      ratio: 'ucxx-ts figure / other figure, the median over the rounds where both ran (ratioRounds): latency < 1 = ucxx-ts faster; bandwidth and rate > 1 = ucxx-ts faster',
     },
     implementations: IMPLEMENTATIONS,
     results,
