@@ -133,9 +133,12 @@ export function markdownReport(report) {
     `(ucx_perftest gets the same \`-O\`); the same iterations and warm-up for every implementation (columns \`n\` and \`w\`). ` +
     'Order: for each test and size, ucxx-ts, ucx_perftest and Node `net` (TCP, then Unix socket), one at a time; rounds rotate the order. ' +
     (report.mode === 'short' ? 'Short mode: one round per point.' :
-      `The points the targets are read from (8 B latency, 1 MiB bandwidth, the rate tests) run ${report.config.rounds ?? 5} rounds, and the 1 MiB ` +
-      `bandwidth points ${report.config.extraPairs ?? 0} more rounds of ucxx-ts and ucx_perftest alone; a figure is the implementation's median round, ` +
-      'and a ratio the median of the ratios of rounds run back to back (all of them are in the JSON: `raw.<implementation>.rounds`, `ratioRounds`).'), '');
+      `The points the targets are read from (8 B latency, 1 MiB bandwidth, the rate tests) run ${report.config.rounds ?? 5} rounds` +
+      (report.config.extraPairs ? `, and the 1 MiB bandwidth points ${report.config.extraPairs} more rounds of ucxx-ts and ucx_perftest alone` : '') +
+      '; a figure is the implementation\'s median round' +
+      (report.config.extraPairs !== undefined
+        ? ', and a ratio the median of the ratios of rounds run back to back (all of them are in the JSON: `raw.<implementation>.rounds`, `ratioRounds`).'
+        : ', and a ratio that of the two figures.')), '');
   out.push('Ratios are **ucxx-ts divided by the other**. For latency (lower is better) a ratio below 1 ' +
     'means ucxx-ts is faster; for bandwidth and message rate (higher is better) a ratio above 1 means ucxx-ts is faster. ' +
     '`-` means the other has no equivalent operation.', '');
