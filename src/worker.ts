@@ -287,24 +287,24 @@ export class Worker implements RequestHost {
     if (signal?.aborted === true) return this._aborted('tagRecv');
     let data: unknown;
     let count: number;
-    let param: Buffer;
+    let param: { readonly buffer: Buffer; readonly address: bigint };
     if (Array.isArray(buffer)) {
       const iov = buildIov(buffer, 'tagRecv buffers');
       data = iov.array;
       count = iov.count;
-      param = this._params.tagRecvIov.buffer;
+      param = this._params.tagRecvIov;
       buffer = iov.parts;
     } else {
       count = byteLengthOf(buffer, 'tagRecv buffer');
       data = buffer;
-      param = this._params.tagRecv.buffer;
+      param = this._params.tagRecv;
     }
     const request = this._newRequest<TagRecvInfo>(ResultKind.TagInfo, 'tagRecv', buffer);
-    param.writeUInt32LE(request._id, REQ.user_data);
+    param.buffer.writeUInt32LE(request._id, REQ.user_data);
     beginPost();
     let ptr: Ptr;
     try {
-      ptr = ucx().ucp_tag_recv_nbx(handle, data as Buffer, count, t, m, param);
+      ptr = ucx().ucp_tag_recv_nbx(handle, data as Buffer, count, t, m, param.address);
     } finally {
       endPost();
     }
@@ -360,9 +360,9 @@ export class Worker implements RequestHost {
     const handle = this._live('Worker');
     const count = byteLengthOf(buffer, 'tag message buffer');
     const request = this._newRequest<TagRecvInfo>(ResultKind.TagInfo, 'tagRecv (probed)', buffer);
-    const param = this._params.tagRecv.buffer;
-    param.writeUInt32LE(request._id, REQ.user_data);
-    return this._track(request, post(ucx().ucp_tag_msg_recv_nbx, handle, buffer, count, message, param));
+    const param = this._params.tagRecv;
+    param.buffer.writeUInt32LE(request._id, REQ.user_data);
+    return this._track(request, post(ucx().ucp_tag_msg_recv_nbx, handle, buffer, count, message, param.address));
   }
 
   /**
