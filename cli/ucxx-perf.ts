@@ -444,9 +444,9 @@ async function runClient(host: string, port: number, plan: Plan, json: boolean):
     const keyBuffer = new Uint8Array(1024);
     const info = await worker.tagRecv(keyBuffer, KEY_TAG);
     const key = createRemoteKeyFromSerialized(endpoint, keyBuffer.subarray(0, info.length));
-    // The local buffer is of the same memory kind as the target (ucx_perftest allocates both with
-    // ucp_mem_map): UCX-allocated memory may be backed by huge pages, which the kernel pins and copies
-    // faster than the 4 KiB pages of a JS ArrayBuffer.
+    // The local buffer is of the same memory kind as the target, as ucx_perftest allocates both with
+    // ucp_mem_map: the copy a put, get or rendezvous makes then runs between the same kinds of pages in
+    // both tools.
     const localSize = regionSize(plan);
     const local: MemoryHandle = plan.memory === 'registered'
       ? context.createMemoryHandle(localSize, new Uint8Array(localSize))
