@@ -56,12 +56,26 @@ export interface AtomicOptions {
   compare?: number | bigint;
 }
 
+/**
+ * UCP's error-handling mode for an endpoint this process creates (the client side of a connection
+ * decides it for both sides):
+ * - 'peer' (UCP_ERR_HANDLING_MODE_PEER): UCX detects a failed peer (keepalive, transport errors) and
+ *   fails what is pending. UCX 1.13 then leaves shared memory out (with its defaults), so even on one
+ *   host everything goes over TCP or CMA: RMA into UCX-allocated memory costs ~40 us instead of ~1 us.
+ * - 'none' (UCP_ERR_HANDLING_MODE_NONE, UCX's own default): every transport, shared memory included.
+ *   A closed connection is still reported on client-server endpoints (their connection manager sees
+ *   the socket close), but a peer that stops responding is not detected by UCX.
+ * - 'auto' (the default): 'none' when the peer is on this host (a connect to an address of this
+ *   machine, or a worker address whose shared-memory device is this host's), else 'peer'.
+ * `true` and `false` mean 'peer' and 'none'. A server may refuse a client whose mode is not the one it
+ * asks for (ucxx servers ask for 'peer'): connect to one on this host with 'peer'.
+ * docs/interoperability.md has the measurements.
+ */
+export type ErrorHandlingMode = 'auto' | 'peer' | 'none';
+
 export interface EndpointOptions {
-  /**
-   * Peer failure detection (UCP_ERR_HANDLING_MODE_PEER). Default true. With false a failed peer may
-   * leave requests hanging, as in plain UCX.
-   */
-  errorHandling?: boolean;
+  /** Peer failure detection: see ErrorHandlingMode. Default 'auto'; accepted endpoints take the client's. */
+  errorHandling?: ErrorHandlingMode | boolean;
   /** How long a graceful `close()` may take before it is forced, in ms. Default 5000. */
   closeTimeout?: number;
 }
@@ -69,6 +83,7 @@ export interface EndpointOptions {
 const K = CONSTANTS;
 const REQ = layouts.ucp_request_param_t.offsets;
 const FULL_MASK = (1n << 64n) - 1n;
+const UCS_ERR_INVALID_PARAM = -5;
 
 const ATOMIC_OPS: Record<AtomicOp, number> = {
   add: Number(K.UCP_ATOMIC_OP_ADD),
@@ -133,7 +148,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   readonly #worker: Worker;
   #handle: bigint | null;
   readonly #id: number;
-  readonly #errorHandling: boolean;
+  /**
+   * Whether the endpoint is in UCP's PEER error mode, which a forced close needs; null for an accepted
+   * endpoint, whose mode the client chose (a forced close is then tried and falls back).
+   */
+  readonly #peerMode: boolean | null;
   readonly #closeTimeout: number;
   readonly #peer: string;
   #state: State = 'open';
@@ -152,20 +171,20 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /** @internal */
   static _create(
-    worker: Worker, workerHandle: bigint, options: EndpointOptions,
+    worker: Worker, workerHandle: bigint, options: EndpointOptions, errorMode: 'peer' | 'none' | null,
     fill: (params: StructBuffer<keyof typeof layouts.ucp_ep_params_t.offsets>) => void, peer: string,
   ): Endpoint {
-    return new Endpoint(worker, workerHandle, options, fill, peer);
+    return new Endpoint(worker, workerHandle, options, errorMode, fill, peer);
   }
 
   private constructor(
-    worker: Worker, workerHandle: bigint, options: EndpointOptions,
+    worker: Worker, workerHandle: bigint, options: EndpointOptions, errorMode: 'peer' | 'none' | null,
     fill: (params: StructBuffer<keyof typeof layouts.ucp_ep_params_t.offsets>) => void, peer: string,
   ) {
     super();
     this.#worker = worker;
     this.#peer = peer;
-    this.#errorHandling = options.errorHandling ?? true;
+    this.#peerMode = errorMode === null ? null : errorMode === 'peer';
     const closeTimeout = options.closeTimeout ?? 5000;
     if (typeof closeTimeout !== 'number' || !(closeTimeout >= 0)) {
       throw new RangeError(`closeTimeout must be a non-negative number of ms, got ${String(closeTimeout)}`);
@@ -173,13 +192,17 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#closeTimeout = closeTimeout;
     this.#id = endpoints.add(this);
     const params = new StructBuffer(layouts.ucp_ep_params_t);
-    params.setU64('field_mask', K.UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE);
-    if (this.#errorHandling) {
+    // The error callback in every mode: UCX reports what it does see (a closed client-server connection)
+    // in NONE mode too. An accepted endpoint takes the client's mode, and naming one that differs makes
+    // ucp_ep_create fail ("asymmetric endpoint configuration"), so it names none.
+    params
+      .setU64('field_mask', K.UCP_EP_PARAM_FIELD_ERR_HANDLER)
+      .setPtr('err_handler.cb', errorCallbackAddress())
+      .setPtr('err_handler.arg', BigInt(this.#id));
+    if (errorMode !== null) {
       params
         .setU64('field_mask', K.UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | K.UCP_EP_PARAM_FIELD_ERR_HANDLER)
-        .setU32('err_mode', Number(K.UCP_ERR_HANDLING_MODE_PEER))
-        .setPtr('err_handler.cb', errorCallbackAddress())
-        .setPtr('err_handler.arg', BigInt(this.#id));
+        .setU32('err_mode', Number(errorMode === 'peer' ? K.UCP_ERR_HANDLING_MODE_PEER : K.UCP_ERR_HANDLING_MODE_NONE));
     }
     fill(params);
     const out = new OutCell();
@@ -672,8 +695,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (handle !== null && workerHandle !== null) {
       // Let cancellations and the flush inside a graceful close run.
       await this.#worker._progressUntil(() => this.#receives.size === 0, 1000);
-      let done = await this.#closeWith(handle, failed && this.#errorHandling);
-      if (!done && this.#errorHandling) done = await this.#closeWith(handle, true);
+      let done = await this.#closeWith(handle, failed && this.#peerMode !== false);
+      if (!done && this.#peerMode !== false) done = await this.#closeWith(handle, true);
     }
     for (const request of [...this.#receives]) request._abandon('the endpoint was closed');
     this.#streamQueue.length = 0;
@@ -686,19 +709,35 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /** One ucp_ep_close_nbx attempt; true when the endpoint is gone. */
   async #closeWith(handle: bigint, force: boolean): Promise<boolean> {
-    const worker = this.#worker;
-    const request = worker._newRequest<void>(ResultKind.Void, 'endpoint close', null);
-    const param = worker._params.close.buffer;
-    param.writeUInt32LE(request._id, REQ.user_data);
-    param.writeUInt32LE(force ? Number(K.UCP_EP_CLOSE_FLAG_FORCE) : 0, REQ.flags);
-    const ptr = ucx().ucp_ep_close_nbx(handle, param);
-    const status = statusOfPtr(ptr);
-    worker._track(request, ptr);
-    if (status !== 1) return true;
-    const finished = await worker._progressUntil(() => request.completed, this.#closeTimeout);
+    const { request, forced } = this.#postClose(handle, force);
+    if (request.completed) return true;
+    const finished = await this.#worker._progressUntil(() => request.completed, this.#closeTimeout);
     // A forced close that did not finish is left to UCX (the worker's destruction releases it); a graceful
     // one that did not finish is retried forced by the caller.
-    return finished || force;
+    return finished || forced;
+  }
+
+  /**
+   * Posts ucp_ep_close_nbx. FORCE needs PEER mode: UCX refuses it on a NONE-mode endpoint with
+   * INVALID_PARAM and does nothing else, so an accepted endpoint of unknown mode falls back to a
+   * graceful close.
+   */
+  #postClose(handle: bigint, force: boolean): { request: AnyRequest; forced: boolean } {
+    const worker = this.#worker;
+    const param = worker._params.close.buffer;
+    let forced = force && this.#peerMode !== false;
+    for (;;) {
+      const request = worker._newRequest<void>(ResultKind.Void, 'endpoint close', null);
+      param.writeUInt32LE(request._id, REQ.user_data);
+      param.writeUInt32LE(forced ? Number(K.UCP_EP_CLOSE_FLAG_FORCE) : 0, REQ.flags);
+      const ptr = ucx().ucp_ep_close_nbx(handle, param);
+      if (forced && statusOfPtr(ptr) === UCS_ERR_INVALID_PARAM) {
+        worker._track(request, ptr);
+        forced = false;
+        continue;
+      }
+      return { request: worker._track(request, ptr), forced };
+    }
   }
 
   /** @internal Process exit: keys, then a forced close; returns the close request (null when done). */
@@ -709,13 +748,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#state = 'closed';
     this.#handle = null;
     endpoints.delete(this.#id);
-    const worker = this.#worker;
-    const request = worker._newRequest<void>(ResultKind.Void, 'endpoint close', null);
-    const param = worker._params.close.buffer;
-    param.writeUInt32LE(request._id, REQ.user_data);
-    // FORCE needs peer error handling (UCX refuses it on a NONE-mode endpoint).
-    param.writeUInt32LE(this.#errorHandling ? Number(K.UCP_EP_CLOSE_FLAG_FORCE) : 0, REQ.flags);
-    return worker._track(request, ucx().ucp_ep_close_nbx(handle, param));
+    const { request } = this.#postClose(handle, true);
+    return request.completed ? null : request;
   }
 
   /** @internal Called (from inside progress) when UCX reports the peer failed. */

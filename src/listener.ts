@@ -27,6 +27,8 @@ export interface ListenerOptions {
 }
 
 const K = CONSTANTS;
+/** How long an accepted endpoint's wireup may take before the endpoint is handed out regardless. */
+const WIREUP_WAIT_MS = 1000;
 const listeners = new SlotTable<Listener>();
 let connCallback: bigint | undefined;
 
@@ -36,6 +38,11 @@ function connCallbackAddress(): bigint {
     if (listener !== undefined && connRequest !== null) listener._onConnRequest(connRequest);
   });
   return connCallback;
+}
+
+/** @internal True when a listener of this process is bound to `port`. */
+export function isOwnListenerPort(port: number): boolean {
+  return listeners.values().some((listener) => listener.port === port);
 }
 
 export class Listener implements AsyncIterable<Endpoint> {
@@ -49,6 +56,8 @@ export class Listener implements AsyncIterable<Endpoint> {
   readonly #queue: Endpoint[] = [];
   readonly #waiting: ((result: IteratorResult<Endpoint>) => void)[] = [];
   #iterated = false;
+  /** Connection requests UCX handed over that are not accepted yet: each must be accepted or rejected. */
+  readonly #pending = new Set<bigint>();
 
   /** @internal Use `worker.listen()`. */
   constructor(
@@ -109,11 +118,12 @@ export class Listener implements AsyncIterable<Endpoint> {
 
   /** @internal Called from inside progress: the endpoint is created afterwards, outside the callback. */
   _onConnRequest(connRequest: bigint): void {
+    this.#pending.add(connRequest);
     this.#worker._defer(() => this.#accept(connRequest));
   }
 
   #accept(connRequest: bigint): void {
-    if (this.#handle === null) return;
+    if (!this.#pending.delete(connRequest) || this.#handle === null) return;
     const workerHandle = this.#worker._handle;
     if (workerHandle === null || this.#worker.closed) {
       ucx().ucp_listener_reject(this.#handle, connRequest);
@@ -121,7 +131,7 @@ export class Listener implements AsyncIterable<Endpoint> {
     }
     let endpoint: Endpoint;
     try {
-      endpoint = Endpoint._create(this.#worker, workerHandle, this.#endpointOptions, (params) => {
+      endpoint = Endpoint._create(this.#worker, workerHandle, this.#endpointOptions, null, (params) => {
         params
           .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_CONN_REQUEST)
           .setPtr('conn_request', connRequest);
@@ -130,12 +140,19 @@ export class Listener implements AsyncIterable<Endpoint> {
       // ucp_ep_create consumed the request; nothing to hand out.
       return;
     }
-    // Hand the endpoint out once its wireup is complete: with UCX_MM_ERROR_HANDLING=y, UCX 1.13 mishandles
-    // sends of 101 B to 8 KiB posted before that (InvalidParamError, or a crash inside UCX).
-    endpoint.flush().then(
-      () => this.#deliver(endpoint),
-      () => void endpoint.close(),
-    );
+    // Hand the endpoint out once its wireup is complete (UCX 1.13 has mishandled sends posted before
+    // that), but hand it out whatever happens: a client that sent and closed at once still left its
+    // messages in this worker, and its endpoint reports the close after delivery.
+    let delivered = false;
+    const deliver = (): void => {
+      if (delivered) return;
+      delivered = true;
+      clearTimeout(timer);
+      this.#deliver(endpoint);
+    };
+    const timer = setTimeout(deliver, WIREUP_WAIT_MS);
+    timer.unref();
+    endpoint.flush().then(deliver, deliver);
   }
 
   #deliver(endpoint: Endpoint): void {
@@ -172,6 +189,8 @@ export class Listener implements AsyncIterable<Endpoint> {
     const handle = this.#handle;
     this.#handle = null;
     listeners.delete(this.#id);
+    for (const connRequest of this.#pending) ucx().ucp_listener_reject(handle, connRequest);
+    this.#pending.clear();
     ucx().ucp_listener_destroy(handle);
     for (const waiter of this.#waiting.splice(0)) waiter({ value: undefined, done: true });
     this.#worker._listenerClosed(this);

@@ -22,8 +22,9 @@ import { AmDispatcher, type AmMessage } from './active-message.js';
 import { resolveSockaddr } from './internal/sockaddr.js';
 import { validateWorkerAddress } from './internal/worker-address.js';
 import type { Context } from './context.js';
-import { Endpoint, type EndpointOptions } from './endpoint.js';
-import { Listener, type ListenerOptions } from './listener.js';
+import { Endpoint, type EndpointOptions, type ErrorHandlingMode } from './endpoint.js';
+import { isLocalIp, sharesHost } from './internal/peer-locality.js';
+import { Listener, isOwnListenerPort, type ListenerOptions } from './listener.js';
 
 export type { ProgressMode } from './internal/progress-engine.js';
 
@@ -58,6 +59,22 @@ export interface WorkerOptions {
 }
 
 const K = CONSTANTS;
+
+/** The UCP error mode for an endpoint this worker creates; `local` says whether the peer is on this host. */
+function resolveErrorMode(option: ErrorHandlingMode | boolean | undefined, local: () => boolean): 'peer' | 'none' {
+  switch (option ?? 'auto') {
+    case true:
+    case 'peer':
+      return 'peer';
+    case false:
+    case 'none':
+      return 'none';
+    case 'auto':
+      return local() ? 'none' : 'peer';
+    default:
+      throw new TypeError(`errorHandling must be 'auto', 'peer', 'none' or a boolean, got ${String(option)}`);
+  }
+}
 const FULL_MASK = (1n << 64n) - 1n;
 const REQ = layouts.ucp_request_param_t.offsets;
 
@@ -420,9 +437,13 @@ export class Worker implements RequestHost {
    */
   async connect(host: string, port: number, options: EndpointOptions = {}): Promise<Endpoint> {
     this._live('Worker');
-    const sockaddr = await resolveSockaddr(host, port);
+    const { sockaddr, ip } = await resolveSockaddr(host, port);
     const handle = this._live('Worker');
-    const endpoint = Endpoint._create(this, handle, options, (params) => {
+    // A connection to a listener of this process stays in PEER mode: UCX 1.13 mishandles a NONE-mode
+    // client-server connection to itself (failed flushes on close, a crash in its async thread when the
+    // process exits while connecting), and it gains nothing from shared memory.
+    const mode = resolveErrorMode(options.errorHandling, () => isLocalIp(ip) && !isOwnListenerPort(port));
+    const endpoint = Endpoint._create(this, handle, options, mode, (params) => {
       params
         .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_SOCK_ADDR | K.UCP_EP_PARAM_FIELD_FLAGS)
         .setU32('flags', Number(K.UCP_EP_PARAMS_FLAGS_CLIENT_SERVER))
@@ -433,6 +454,11 @@ export class Worker implements RequestHost {
       await endpoint.flush();
     } catch (err) {
       await endpoint.close();
+      if (mode === 'none' && (options.errorHandling ?? 'auto') === 'auto' && err instanceof Error) {
+        err.message += ". The connection used errorHandling 'none' (the 'auto' choice for a peer on this " +
+          "host); a server that asks for 'peer' (as ucxx servers do) refuses it: connect with " +
+          "{ errorHandling: 'peer' } to reach one";
+      }
       throw err;
     }
     return endpoint;
@@ -451,11 +477,19 @@ export class Worker implements RequestHost {
     if (bytes.byteLength === 0) throw new RangeError('worker address is empty');
     const checked = new Uint8Array(bytes); // UCX trusts it: validate, and pass, a copy nobody can change
     validateWorkerAddress(checked);
-    return Endpoint._create(this, handle, options, (params) => {
+    const mode = resolveErrorMode(options.errorHandling, () => sharesHost(this.#ownAddress(), checked));
+    return Endpoint._create(this, handle, options, mode, (params) => {
       params
         .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_REMOTE_ADDRESS)
         .setPtr('address', addressOf(checked));
     }, 'worker address');
+  }
+
+  #ownAddressCache: Uint8Array | undefined;
+
+  #ownAddress(): Uint8Array {
+    this.#ownAddressCache ??= this.getAddress();
+    return this.#ownAddressCache;
   }
 
   /**

@@ -337,7 +337,7 @@ async function exchange(api: Api, role: Role, side: Side, sizes: readonly number
     if (role === 'C server, ucxx-ts client') {
       peer = new CPeer(['server', api, ...sizeArgs]);
       const port = await peer.port();
-      endpoint = await peer.guard(worker.connect('127.0.0.1', port), `connecting to the C server on port ${port}`);
+      endpoint = await peer.guard(worker.connect('127.0.0.1', port, { errorHandling: 'peer' }), `connecting to the C server on port ${port}`);
     } else {
       const listener = worker.listen({ host: '127.0.0.1', port: 0 });
       const accepted = listener[Symbol.asyncIterator]().next();

@@ -58,9 +58,10 @@ export interface UcxLibraries {
  *   V8's helper threads call mmap concurrently, and with the hooks on about 1 process start in 100 on a
  *   busy 2-core machine crashed inside V8's page allocator (0 in 300 without them). The hooks only serve
  *   UCX's registration cache for RDMA/GPU memory; without them UCX registers directly.
- * - Endpoints use peer error handling by default, and UCX 1.13 then leaves shared memory out unless
- *   UCX_MM_ERROR_HANDLING=y: RMA on one host would fall back to TCP (put+flush 135 us instead of 8 us).
- *   This transport option is not honoured through ucp_config_modify, only through the environment.
+ *
+ * Nothing here changes what a peer sees: a setting that changes lane selection (UCX_MM_ERROR_HANDLING,
+ * for one) makes two processes choose different lanes for one connection, and UCX 1.13 then aborts in
+ * wireup on the side that does not share it.
  */
 export const UCX_ENVIRONMENT_DEFAULTS: Readonly<Record<string, string>> = {
   UCX_MEM_MMAP_HOOK_MODE: 'none',
@@ -72,10 +73,6 @@ function applyEnvironmentDefaults(): void {
   const env = process.env;
   for (const [name, value] of Object.entries(UCX_ENVIRONMENT_DEFAULTS)) {
     if (env[name] === undefined) env[name] = value;
-  }
-  if (env['UCX_MM_ERROR_HANDLING'] === undefined && env['UCX_SYSV_ERROR_HANDLING'] === undefined &&
-      env['UCX_POSIX_ERROR_HANDLING'] === undefined) {
-    env['UCX_MM_ERROR_HANDLING'] = 'y';
   }
 }
 

@@ -17,12 +17,12 @@ function checkPort(port: number): void {
 }
 
 /** Resolves a host name (or takes an IP literal) and encodes it with the port as a sockaddr. */
-export async function resolveSockaddr(host: string, port: number): Promise<Buffer> {
+export async function resolveSockaddr(host: string, port: number): Promise<{ sockaddr: Buffer; ip: string }> {
   checkPort(port);
   if (typeof host !== 'string' || host === '') throw new TypeError('host must be a non-empty string');
   const family = isIP(host);
-  const address = family !== 0 ? host : (await lookup(host)).address;
-  return encodeSockaddr(address, port);
+  const ip = family !== 0 ? host : (await lookup(host)).address;
+  return { sockaddr: encodeSockaddr(ip, port), ip };
 }
 
 /** Encodes an IP literal and a port (network byte order) as sockaddr_in or sockaddr_in6. */
