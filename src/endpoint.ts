@@ -137,7 +137,13 @@ interface StreamReceive {
   readonly bytes: Uint8Array;
   readonly waitAll: boolean;
   served: number;
+  /** A read-ahead of ours (see _readStreamAhead): what it receives goes to the stash. */
+  readonly ahead?: boolean;
 }
+
+/** Read-ahead chunk, and how much may wait in the stash before reading ahead stops. */
+const READ_AHEAD_CHUNK = 64 * 1024;
+const READ_AHEAD_LIMIT = 1024 * 1024;
 
 export interface EndpointEvents {
   error: [error: UcxError];
@@ -387,12 +393,23 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * ```
    */
   streamRecv(buffer: BufferSource, options: StreamRecvOptions = {}): Request<number> {
-    this._live('streamRecv');
     const bytes = asBytes(buffer, 'streamRecv buffer');
     if (bytes.byteLength === 0) throw new RangeError('streamRecv needs a buffer of at least 1 byte');
+    if (this.#state !== 'open' && this.#streamStash.length > 0 && this.#streamQueue.length === 0) {
+      // The peer is gone, but bytes it sent before were read ahead: they are still the stream's.
+      const request = new Request<number>(null, ResultKind.Length, 'streamRecv', bytes);
+      request._settle(0, this.#takeStash(bytes), 0n);
+      return request;
+    }
+    this._live('streamRecv');
     if (options.signal?.aborted === true) return this.#worker._aborted('streamRecv');
+    this.#stopReadingAhead();
+    return this.#queueStreamRecv(bytes, options.waitAll === true, options.signal, false);
+  }
+
+  #queueStreamRecv(bytes: Uint8Array, waitAll: boolean, signal: AbortSignal | undefined, ahead: boolean): Request<number> {
     const request = new Request<number>(null, ResultKind.Length, 'streamRecv', bytes);
-    const entry: StreamReceive = { request, bytes, waitAll: options.waitAll === true, served: 0 };
+    const entry: StreamReceive = { request, bytes, waitAll, served: 0, ahead };
     this.#streamQueue.push(entry);
     request._group = this.#receives;
     this.#receives.add(request);
@@ -403,9 +420,27 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       if (i > 0 || (i === 0 && this.#streamActive === null)) this.#streamQueue.splice(i, 1);
       request._abandon('canceled');
     };
-    request._bindSignal(options.signal);
+    request._bindSignal(signal);
     this.#pumpStream();
     return request;
+  }
+
+  #readingAhead = false;
+
+  /**
+   * @internal Reads the stream ahead into the stash until the application's first `streamRecv`. UCX
+   * drops an endpoint's unreceived stream data when the peer goes away, so a client that sends and
+   * closes at once would lose its bytes before the application could ask for them.
+   */
+  _readStreamAhead(): void {
+    this.#readingAhead = true;
+    this.#queueStreamRecv(new Uint8Array(READ_AHEAD_CHUNK), false, undefined, true);
+  }
+
+  #stopReadingAhead(): void {
+    if (!this.#readingAhead) return;
+    this.#readingAhead = false;
+    for (const entry of this.#streamQueue) if (entry.ahead === true) entry.request.cancel();
   }
 
   /**
@@ -419,7 +454,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
         this.#streamQueue.shift();
         continue;
       }
-      head.served += this.#takeStash(head.bytes.subarray(head.served));
+      if (head.ahead !== true) head.served += this.#takeStash(head.bytes.subarray(head.served));
       if (head.served === head.bytes.byteLength || (head.served > 0 && !head.waitAll)) {
         this.#streamQueue.shift();
         head.request._settle(0, head.served, 0n);
@@ -451,9 +486,18 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   ): void {
     if (this.#streamActive === ucxRequest) this.#streamActive = null;
     if (this.#streamQueue[0] === head) this.#streamQueue.shift();
-    if (head.request.completed) {
-      // Cancelled meanwhile: keep what arrived for the next receive.
+    if (head.request.completed || head.ahead === true) {
+      // Cancelled meanwhile, or read ahead: keep what arrived for the next receive.
       if (status === 0 && length > 0) this.#streamStash.push(target.slice(0, length));
+      if (head.ahead === true) {
+        this.#receives.delete(head.request);
+        head.request._settle(status === 0 ? 0 : status, 0, 0n);
+        const stashed = this.#streamStash.reduce((n, chunk) => n + chunk.byteLength, 0);
+        if (status === 0 && this.#readingAhead && stashed < READ_AHEAD_LIMIT && this.#state === 'open') {
+          this.#queueStreamRecv(new Uint8Array(READ_AHEAD_CHUNK), false, undefined, true);
+          return;
+        }
+      }
     } else if (status === 0) {
       head.served += length;
       if (head.waitAll && head.served < head.bytes.byteLength) this.#streamQueue.unshift(head);

@@ -140,6 +140,7 @@ export class Listener implements AsyncIterable<Endpoint> {
       // ucp_ep_create consumed the request; nothing to hand out.
       return;
     }
+    if (this.#worker.context.features.includes('stream')) endpoint._readStreamAhead();
     // Hand the endpoint out once its wireup is complete (UCX 1.13 has mishandled sends posted before
     // that), but hand it out whatever happens: a client that sent and closed at once still left its
     // messages in this worker, and its endpoint reports the close after delivery.

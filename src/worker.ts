@@ -76,6 +76,23 @@ function resolveErrorMode(option: ErrorHandlingMode | boolean | undefined, local
   }
 }
 const FULL_MASK = (1n << 64n) - 1n;
+const UCS_ERR_UNREACHABLE = -6;
+
+/** What a failed connect most likely needs from the user, for the error message ('' when nothing known). */
+function connectFailureHint(
+  err: Error, mode: 'peer' | 'none', option: ErrorHandlingMode | boolean | undefined, features: readonly string[],
+): string {
+  if ((err as { status?: number }).status === UCS_ERR_UNREACHABLE) {
+    return `. UCX 1.13 cannot wire up an endpoint between contexts whose features differ (this context has ` +
+      `${features.join(', ')}): create the Context with the peer's features, e.g. ` +
+      `new Context({ features: ['stream', 'wakeup'] }) for a stream-only peer`;
+  }
+  if (mode === 'none' && (option ?? 'auto') === 'auto') {
+    return ". The connection used errorHandling 'none' (the 'auto' choice for a peer on this host); a server " +
+      "that asks for 'peer' (as ucxx servers do) refuses it: connect with { errorHandling: 'peer' } to reach one";
+  }
+  return '';
+}
 const REQ = layouts.ucp_request_param_t.offsets;
 
 /** The parameter blocks a worker reuses for every operation; only a few fields change per call. */
@@ -454,11 +471,7 @@ export class Worker implements RequestHost {
       await endpoint.flush();
     } catch (err) {
       await endpoint.close();
-      if (mode === 'none' && (options.errorHandling ?? 'auto') === 'auto' && err instanceof Error) {
-        err.message += ". The connection used errorHandling 'none' (the 'auto' choice for a peer on this " +
-          "host); a server that asks for 'peer' (as ucxx servers do) refuses it: connect with " +
-          "{ errorHandling: 'peer' } to reach one";
-      }
+      if (err instanceof Error) err.message += connectFailureHint(err, mode, options.errorHandling, this.#context.features);
       throw err;
     }
     return endpoint;

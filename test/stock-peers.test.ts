@@ -1,0 +1,209 @@
+/**
+ * Stock UCX programs, run with UCX's defaults, against ucxx-ts run with its defaults.
+ *
+ * The peer is UCX's own client-server example, `ucp_client_server.c`, which Debian ships with
+ * libucx-dev (/usr/share/doc/libucx-dev/examples): nobody wrote it for ucxx-ts. It is compiled as it is
+ * and run with an environment that holds PATH and nothing else, so no UCX_* setting of this process
+ * reaches it. It moves one message per connection, client to server, with one API (tag, stream or AM,
+ * its `-c`), in a context with that one feature; the client asks for peer error handling, the server
+ * takes whatever mode the client chose. Its server prints the received string; its client sends
+ * `'A' + i % 26` for i < size - 1, then a NUL.
+ *
+ * What is checked: in both roles and for each API, the bytes arrive exactly (the stock server prints
+ * ours; we check the stock client's), nothing crashes on either side, and the stock server stays up for
+ * the next client. Where UCX 1.13 itself cannot connect (a stream endpoint in PEER mode between contexts
+ * whose features differ), the error says what to set, and setting it works.
+ */
+import { test } from 'node:test';
+import { strict as assert } from 'node:assert';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Context, UnreachableError, type ContextOptions, type Endpoint } from 'ucxx-ts';
+
+const EXAMPLES = '/usr/share/doc/libucx-dev/examples';
+const SOURCE = join(EXAMPLES, 'ucp_client_server.c');
+const TAG = 0xcafen;
+const AM_ID = 0;
+/** One eager size and one above every rendezvous threshold on this host. */
+const SIZES = [16, 200_000];
+const STEP_MS = 15_000;
+type Api = 'tag' | 'stream' | 'am';
+const APIS: Api[] = ['tag', 'stream', 'am'];
+
+let binary: string | undefined;
+
+function stockBinary(): string {
+  if (binary !== undefined) return binary;
+  assert.ok(existsSync(SOURCE), `${SOURCE} is missing: it comes with libucx-dev (scripts/ensure-deps.sh installs it)`);
+  const dir = mkdtempSync(join(tmpdir(), 'ucxx-ts-stock-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const out = join(dir, 'ucp_client_server');
+  execFileSync('gcc', ['-O2', '-w', `-I${EXAMPLES}`, SOURCE, '-o', out, '-lucp', '-lucs'], { stdio: 'pipe' });
+  binary = out;
+  return out;
+}
+
+/** The stock program, line-buffered (stdbuf) so that its progress can be read while it runs. */
+class StockProgram {
+  readonly child: ChildProcess;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  output = '';
+
+  constructor(args: string[]) {
+    this.child = spawn('stdbuf', ['-oL', '-eL', stockBinary(), ...args], {
+      env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child.stdout?.on('data', (chunk: Buffer) => { this.output += chunk.toString('latin1'); });
+    this.child.stderr?.on('data', (chunk: Buffer) => { this.output += chunk.toString('latin1'); });
+    this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => resolve({ code, signal })));
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Resolves once `pattern` appears in the output; fails with the output after `ms`, or if it exits. */
+  async waitFor(pattern: RegExp | string, what: string, ms = STEP_MS): Promise<RegExpExecArray | null> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      if (typeof pattern === 'string') {
+        if (this.output.includes(pattern)) return null;
+      } else {
+        const match = pattern.exec(this.output);
+        if (match !== null) return match;
+      }
+      if (!this.running) assert.fail(`the stock program exited (${this.child.exitCode ?? this.child.signalCode}) before ${what}:\n${this.output}`);
+      if (Date.now() > deadline) assert.fail(`timed out after ${ms} ms waiting for ${what}; stock program output:\n${this.output}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  kill(): void {
+    if (this.running) this.child.kill('SIGKILL');
+  }
+}
+
+/** A message the stock server will print whole: printable, unique per (api, size), NUL-terminated. */
+function ourMessage(api: Api, size: number): Uint8Array {
+  const text = `ucxx-ts->${api}:${size}:`;
+  const bytes = new Uint8Array(size);
+  for (let i = 0; i < size - 1; i++) bytes[i] = i < text.length ? text.charCodeAt(i) : 0x61 + ((i * 7) % 26);
+  return bytes;
+}
+
+/** What the stock client sends: generate_test_string() in hello_world_util.h. */
+function stockMessage(size: number): Uint8Array {
+  const bytes = new Uint8Array(size);
+  for (let i = 0; i < size - 1; i++) bytes[i] = 0x41 + (i % 26);
+  return bytes;
+}
+
+function within<T>(promise: PromiseLike<T>, what: string, peer: StockProgram, ms = STEP_MS): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    Promise.resolve(promise).finally(() => clearTimeout(timer)),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}; stock program output:\n${peer.output}`)), ms);
+    }),
+  ]);
+}
+
+/** Sends one message; the stock server closes its endpoint as soon as it has it, so no flush follows. */
+async function send(endpoint: Endpoint, api: Api, message: Uint8Array): Promise<void> {
+  if (api === 'tag') await endpoint.tagSend(message, TAG);
+  else if (api === 'stream') await endpoint.streamSend(message);
+  else await endpoint.amSend(AM_ID, null, message);
+}
+
+/** ucxx-ts connects to a running stock server, sends one message per size, checks the server printed it. */
+async function clientRun(api: Api, contextOptions: ContextOptions, errorHandling?: 'peer'): Promise<void> {
+  for (const size of SIZES) {
+    const server = new StockProgram(['-p', '0', '-c', api, '-s', String(size)]);
+    try {
+      const port = Number((await server.waitFor(/listening on IP \S+ port (\d+)/, 'its port'))?.[1]);
+      await using context = new Context(contextOptions);
+      const worker = context.createWorker();
+      const endpoint = await within(worker.connect('127.0.0.1', port, errorHandling === undefined ? {} : { errorHandling }), 'connect', server);
+      const message = ourMessage(api, size);
+      await within(send(endpoint, api, message), `${api} send of ${size} B`, server);
+      const printed = Buffer.from(message.subarray(0, size - 1)).toString('latin1');
+      await server.waitFor(/UCP TEST SUCCESS/, 'the server to receive', STEP_MS);
+      await server.waitFor(printed, `the server to print our ${size} B message`);
+      await endpoint.close();
+      // The server loops for the next client: it must still be alive after ours closed.
+      await server.waitFor(/Waiting for connection...\n[\s\S]*Waiting for connection.../, 'the server to wait for the next client');
+      assert.ok(server.running, `the stock server died:\n${server.output}`);
+    } finally {
+      server.kill();
+    }
+  }
+}
+
+for (const api of APIS) {
+  test(`stock UCX ${api} server (UCX defaults), ucxx-ts client (defaults): the server gets our bytes and lives on`, async () => {
+    await clientRun(api, {});
+  });
+
+  test(`stock UCX ${api} client (UCX defaults, peer error handling), ucxx-ts server (defaults): we get its bytes`, async () => {
+    for (const size of SIZES) {
+      await using context = new Context(api === 'stream' ? { features: ['stream', 'wakeup'] } : {});
+      const worker = context.createWorker();
+      const listener = worker.listen({ host: '127.0.0.1', port: 0 });
+      const accepted = listener[Symbol.asyncIterator]().next();
+      const received = new Uint8Array(size);
+      let amReceived: Promise<Uint8Array> | undefined;
+      if (api === 'am') {
+        amReceived = (async () => {
+          for await (const message of worker.amMessages(AM_ID)) return (await message.receive()) as Uint8Array;
+          throw new Error('the AM iterator ended');
+        })();
+      }
+      const tagReceived = api === 'tag' ? worker.tagRecv(received, TAG) : undefined;
+      const client = new StockProgram(['-a', '127.0.0.1', '-p', String(listener.port), '-c', api, '-s', String(size)]);
+      try {
+        const endpoint = (await within(accepted, 'the accepted endpoint', client)).value as Endpoint | undefined;
+        assert.ok(endpoint !== undefined);
+        let bytes: Uint8Array;
+        if (api === 'tag') {
+          const info = await within((tagReceived as NonNullable<typeof tagReceived>).promise, 'the tag message', client);
+          bytes = received.subarray(0, info.length);
+        } else if (api === 'stream') {
+          const n = await within<number>(endpoint.streamRecv(received, { waitAll: true }).promise, 'the stream bytes', client);
+          bytes = received.subarray(0, n);
+        } else {
+          bytes = await within(amReceived as Promise<Uint8Array>, 'the active message', client);
+        }
+        assert.deepEqual(Buffer.from(bytes), Buffer.from(stockMessage(size)), `${api} ${size} B from the stock client`);
+        const { code, signal } = await within(client.exited, 'the stock client to exit', client);
+        assert.equal(signal, null, `the stock client was killed by ${signal}:\n${client.output}`);
+        assert.equal(code, 0, `the stock client failed:\n${client.output}`);
+        void endpoint.close();
+      } finally {
+        client.kill();
+      }
+    }
+  });
+}
+
+test('stream in PEER mode between contexts of different features: a clear error naming the fix, and the fix works', async () => {
+  // Between hosts ucxx-ts uses PEER mode, where UCX 1.13 cannot wire a stream endpoint between contexts
+  // with different features; 'peer' on one host reproduces that.
+  const server = new StockProgram(['-p', '0', '-c', 'stream', '-s', '16']);
+  try {
+    const port = Number((await server.waitFor(/listening on IP \S+ port (\d+)/, 'its port'))?.[1]);
+    await using context = new Context();
+    const worker = context.createWorker();
+    const err = await within(worker.connect('127.0.0.1', port, { errorHandling: 'peer' }).then(
+      () => assert.fail('connect succeeded between a full-featured and a stream-only context in PEER mode'),
+      (e: unknown) => e,
+    ), 'the refused connect', server);
+    assert.ok(err instanceof UnreachableError, `expected UnreachableError, got ${String(err)}`);
+    assert.match((err as Error).message, /features differ.*features: \['stream', 'wakeup'\]/s);
+  } finally {
+    server.kill();
+  }
+  await clientRun('stream', { features: ['stream', 'wakeup'] }, 'peer');
+});
