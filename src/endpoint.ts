@@ -223,7 +223,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    *
    * ```ts
    * for (const { transport, device, usage } of ep.getTransports()) console.log(transport, device, usage);
-   * // tcp eth0 [ 'rma', 'rma_bw', 'am', 'am_bw', 'wireup' ]
+   * // rdmacm  [ 'cm' ]                                    (connect()/listen(): the connection manager)
+   * // tcp eth0 [ 'rma_bw', 'am', 'am_bw', 'wireup' ]     (another host)
    * ```
    */
   getTransports(): EndpointTransport[] {

@@ -156,6 +156,13 @@ export class TwoHosts {
       process.on('exit', () => {
         for (const h of live) h.close();
       });
+      // Killed by a signal (the test runner's timeout, ^C): clean up, then die of the same signal.
+      for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+        process.once(signal, () => {
+          for (const h of live) h.close();
+          process.kill(process.pid, signal);
+        });
+      }
     }
     live.add(hosts);
     try {
