@@ -2,7 +2,7 @@
 # Installs what ucxx-ts needs on a Debian 12 machine, only where it is missing (idempotent):
 #   - Node.js >= 20 must already be there (checked, not installed);
 #   - apt: libucx0 (libucp), libucx-dev + gcc + libc6-dev (the tests compile C probes and peers),
-#     ucx-utils (ucx_info);
+#     ucx-utils (ucx_info), iproute2 (ip) and util-linux (unshare, nsenter) for the two-host tests;
 #   - npm ci when node_modules does not match package-lock.json.
 # Runs as root, or through sudo when not root.
 set -euo pipefail
@@ -29,6 +29,9 @@ if command -v dpkg >/dev/null 2>&1; then
     pkg_installed "$pkg" || missing+=("$pkg")
   done
   command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+  # The two-host tests (network namespaces); util-linux is Essential on Debian but may be trimmed in images.
+  command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+  { command -v unshare && command -v nsenter; } >/dev/null 2>&1 || missing+=(util-linux)
 else
   # Not Debian: accept a UCX installed some other way, else explain.
   command -v ucx_info >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1 \
@@ -47,7 +50,7 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   log "apt packages installed"
 else
-  log "apt packages present (libucx0 libucx-dev ucx-utils gcc libc6-dev)"
+  log "apt packages present (libucx0 libucx-dev ucx-utils gcc libc6-dev iproute2 util-linux)"
 fi
 
 # ---- node_modules -------------------------------------------------------------------------------------

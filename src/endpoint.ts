@@ -16,7 +16,7 @@
  */
 import { EventEmitter } from 'node:events';
 import {
-  CONSTANTS, OutCell, StructBuffer, addressOf, layouts, registerCallback, ucpVersion, ucx, statusOfPtr,
+  CONSTANTS, OutCell, StructBuffer, addressOf, captureStream, layouts, registerCallback, ucpVersion, ucx, statusOfPtr,
 } from './ffi/index.js';
 import { CanceledError, ClosedError, UcxError, check, errorFromStatus } from './errors.js';
 import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
@@ -24,6 +24,7 @@ import { SlotTable } from './internal/slot-table.js';
 import { asBytes, byteLengthOf, toTag, toU64, type BufferSource } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { post } from './internal/completions.js';
+import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
 import { AM_ID_MAX } from './active-message.js';
 import type { ReceiveOptions } from './worker.js';
 import { RemoteKey } from './remote-key.js';
@@ -239,6 +240,25 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   /** The `ucp_ep_h` handle, for code that calls libucp itself. */
   getHandle(): bigint {
     return this._live('use');
+  }
+
+  /**
+   * The transports this endpoint uses, one entry per lane (from `ucp_ep_print_info`): transport and
+   * device, local and remote memory domain, and what the lane carries (`am`, `rma`, `rma_bw` for
+   * rendezvous, `amo`, `keepalive`, `wireup`, `cm`, ...). Lanes settle once the connection is fully
+   * established (after the first message exchange); an endpoint to another host uses network transports
+   * only (`tcp`, or RDMA where there is some), one on the same host can use shared memory (`sysv`,
+   * `posix`, `cma`).
+   *
+   * ```ts
+   * for (const { transport, device, usage } of ep.getTransports()) console.log(transport, device, usage);
+   * // rdmacm  [ 'cm' ]                                    (connect()/listen(): the connection manager)
+   * // tcp eth0 [ 'rma_bw', 'am', 'am_bw', 'wireup' ]     (another host)
+   * ```
+   */
+  getTransports(): EndpointTransport[] {
+    const ep = this._live('getTransports');
+    return [...parseEndpointInfo(captureStream((stream) => ucx().ucp_ep_print_info(ep, stream))).lanes];
   }
 
   /** @internal Throws ClosedError (with the peer failure as cause) unless the endpoint is usable. */

@@ -9,6 +9,7 @@ export {
   Endpoint, type EndpointOptions, type EndpointEvents, type StreamRecvOptions, type AmSendOptions, type AtomicOp,
   type AtomicOptions,
 } from './endpoint.js';
+export type { EndpointTransport, LaneUsage } from './internal/endpoint-info.js';
 export { AmMessage, AM_ID_MAX, type AmHandler } from './active-message.js';
 export { createEndpointDuplex, type EndpointDuplexOptions } from './endpoint-stream.js';
 export { MemoryHandle, type MemoryHandleOptions, type MemoryAccess } from './memory-handle.js';

@@ -24,6 +24,7 @@ import {
 } from './internal/serialized-remote-key.js';
 import { checkPackedRkeyAgainstReference } from './internal/packed-rkey.js';
 import { checkSharedMemoryRecords } from './internal/shm-rkey-check.js';
+import { endpointUnpacksRecord } from './internal/rkey-reach.js';
 import type { Endpoint } from './endpoint.js';
 import type { MemoryHandle } from './memory-handle.js';
 
@@ -73,8 +74,10 @@ export class RemoteKey {
     const decoded = decodeSerializedRemoteKey(bytes);
     const context = endpoint.worker.context;
     checkPackedRkeyAgainstReference(decoded.packedRkeyInfo, context._packedRkeyReference());
+    const ep = endpoint._live('createRemoteKeyFromSerialized');
     checkSharedMemoryRecords(
       decoded.packedRkey, decoded.packedRkeyInfo, context._mdComponents(), decoded.baseAddress, decoded.size,
+      (index, component, size) => endpointUnpacksRecord(context, endpoint, ep, index, component, size),
     );
     const rkey = endpoint._unpack(decoded.packedRkey);
     const key = new RemoteKey(

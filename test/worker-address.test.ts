@@ -95,6 +95,23 @@ const FIXTURES: Record<string, { hex: string; transports: string }> = {
     hex: '2089293b5fb355b5274088e8b9910daaf10a1ea7d377cc2b32004c3e5077ccab33004f23c088d4b7947600000040',
     transports: 'posix',
   },
+  // Host B of test/helpers/two-hosts.ts (own network, UTS and IPC namespaces; tcp on a veth at 10.77.83.2):
+  // what a worker on another host sends. Shared-memory and loopback device addresses carry a namespace.
+  'another host, namespaced (v1)': {
+    hex: '20e9d682fe5b5422222000637577cc2b3200f8d74f00000000004f03c0880c712e83c766d1e921120102f4b54482ae53e4c5950100f0' +
+      '00000000cf1917b75138539e3e4bd7e037370113230082bbd5210600020a4d5302cf1917b7513857748d4e716ab0360113230082a367' +
+      '4210f4b54482ae53e4c5e10100f0000000008d5377cc2b32004c3e5077ccab33004f23c08800000000000000004310f4b54482ae53e4' +
+      'c5e10100f000000000a7d377cc2b32004c3e5077ccab33004f23c0886e5c00c0060000c02490f4b54482ae53e4c5e10100f000000000' +
+      '478bbd37063600242e5077ccab3300922100846e5c0000',
+    transports: 'self|tcp|tcp|sysv|posix|cma',
+  },
+  'another host, namespaced (ADDRESS_VERSION=v2)': {
+    hex: '0102277466c80810f68d0000637544a4000080001b0388c46d70983751babd01120102f4b54482ae53e4c5950100f000000000cf190c' +
+      '015a0180008b0082ba53010600020a4d5302cf190c12490180008b0082c64b0210f4b54482ae53e4c5e10100f0000000008d53447543' +
+      '0081009b038802000000000000000310f4b54482ae53e4c5e10100f000000000a7d34475430081009b03887b5c00c0060000c00490f4' +
+      'b54482ae53e4c5e10100f000000000478bfb55430000009900847b5c0000',
+    transports: 'self|tcp|tcp|sysv|posix|cma',
+  },
 };
 
 /** The configurations whose live addresses are checked (each worker also connects to itself). */

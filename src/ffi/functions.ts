@@ -43,6 +43,7 @@ export interface UcxFunctions {
   ucp_ep_create(worker: Ptr, params: Buffer, epOut: Buffer): number;
   ucp_ep_close_nbx(ep: Ptr, param: PtrArg): Ptr;
   ucp_ep_flush_nbx(ep: Ptr, param: PtrArg): Ptr;
+  ucp_ep_print_info(ep: Ptr, stream: Ptr): void;
 
   ucp_mem_map(context: Ptr, params: Buffer, memhOut: Buffer): number;
   ucp_mem_unmap(context: Ptr, memh: Ptr): number;
@@ -51,6 +52,7 @@ export interface UcxFunctions {
   ucp_rkey_buffer_release(buffer: Ptr): void;
   ucp_ep_rkey_unpack(ep: Ptr, packed: PtrArg, rkeyOut: Buffer): number;
   ucp_rkey_destroy(rkey: Ptr): void;
+  ucp_rkey_ptr(rkey: Ptr, remoteAddr: bigint, addressOut: Buffer): number;
 
   ucp_put_nbx(ep: Ptr, buffer: PtrArg, count: number, remoteAddr: bigint | number, rkey: Ptr, param: PtrArg): Ptr;
   ucp_get_nbx(ep: Ptr, buffer: PtrArg, count: number, remoteAddr: bigint | number, rkey: Ptr, param: PtrArg): Ptr;
@@ -141,6 +143,7 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'int8_t ucp_ep_create(void *worker, void *params, void *ep_p)',
     'void *ucp_ep_close_nbx(void *ep, void *param)',
     'void *ucp_ep_flush_nbx(void *ep, void *param)',
+    'void ucp_ep_print_info(void *ep, void *stream)',
     'int8_t ucp_mem_map(void *context, void *params, void *memh_p)',
     'int8_t ucp_mem_unmap(void *context, void *memh)',
     'int8_t ucp_mem_query(void *memh, void *attr)',
@@ -148,6 +151,7 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'void ucp_rkey_buffer_release(void *rkey_buffer)',
     'int8_t ucp_ep_rkey_unpack(void *ep, void *rkey_buffer, void *rkey_p)',
     'void ucp_rkey_destroy(void *rkey)',
+    'int8_t ucp_rkey_ptr(void *rkey, uint64_t raddr, void *addr_p)',
     'void *ucp_put_nbx(void *ep, void *buffer, size_t count, uint64_t remote_addr, void *rkey, void *param)',
     'void *ucp_get_nbx(void *ep, void *buffer, size_t count, uint64_t remote_addr, void *rkey, void *param)',
     'void *ucp_tag_send_nbx(void *ep, void *buffer, size_t count, uint64_t tag, void *param)',

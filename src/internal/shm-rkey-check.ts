@@ -102,14 +102,21 @@ function checkPosix(bytes: Uint8Array, view: DataView, offset: number, size: num
   checkCovers('posix', owner, length, base, regionSize);
 }
 
-/** Throws RemoteKeyFormatError when a shared-memory record would fail to attach or not cover the region. */
+/**
+ * Throws RemoteKeyFormatError when a shared-memory record would fail to attach or not cover the region.
+ * `unpacks(index, component, size)` says whether the endpoint will unpack that record at all (see
+ * rkey-reach.ts): `ucp_ep_rkey_unpack` skips the records of MDs the endpoint does not reach, such as
+ * every shared-memory record of a peer on another host, whose segments cannot exist here. Without it,
+ * every shared-memory record is checked.
+ */
 export function checkSharedMemoryRecords(
   packed: Uint8Array, parsed: ParsedPackedRkey, components: ReadonlyMap<number, string>, base: bigint,
-  size: bigint,
+  size: bigint, unpacks?: (index: number, component: string, size: number) => boolean,
 ): void {
   const view = new DataView(packed.buffer, packed.byteOffset, packed.byteLength);
   for (const md of parsed.mds) {
     const component = components.get(md.index);
+    if ((component === 'sysv' || component === 'posix') && unpacks?.(md.index, component, md.size) === false) continue;
     if (component === 'sysv') checkSysv(view, md.offset, md.size, base, size);
     else if (component === 'posix') checkPosix(packed, view, md.offset, md.size, base, size);
   }

@@ -2,7 +2,7 @@
  * Runs a test peer (a compiled script from build/test/peers) as a separate Node process, talking to it
  * over the IPC channel for control only: every byte under test moves through UCX.
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
 
@@ -13,6 +13,14 @@ export interface PeerMessage {
   [key: string]: unknown;
 }
 
+/** Runs a peer through another program (e.g. in a network namespace) instead of forking it directly. */
+export interface PeerLaunch {
+  /** Program and arguments that end by running `node <script> <config>` (appended to them). */
+  readonly wrapper: readonly string[];
+  /** The peer's whole environment (nothing is inherited). */
+  readonly env: NodeJS.ProcessEnv;
+}
+
 export class Peer {
   readonly child: ChildProcess;
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
@@ -21,14 +29,20 @@ export class Peer {
   #stderr = '';
   #dead = false;
 
-  private constructor(script: string, config: unknown, env: NodeJS.ProcessEnv) {
-    this.child = fork(path.join(PEERS, `${script}.js`), [JSON.stringify(config ?? {})], {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
-    });
-    this.child.stderr?.on('data', (chunk: Buffer) => {
+  private constructor(script: string, config: unknown, env: NodeJS.ProcessEnv, launch?: PeerLaunch) {
+    const args = [path.join(PEERS, `${script}.js`), JSON.stringify(config ?? {})];
+    this.child = launch === undefined
+      ? fork(args[0] as string, args.slice(1), { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'pipe', 'ipc'] })
+      // The IPC channel is fd 3 (NODE_CHANNEL_FD), which survives the wrapper's exec calls.
+      : spawn(launch.wrapper[0] as string, [...launch.wrapper.slice(1), process.execPath, ...args], {
+        env: { ...launch.env, ...env },
+        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      });
+    const capture = (chunk: Buffer): void => {
       this.#stderr += chunk.toString();
-    });
+    };
+    this.child.stderr?.on('data', capture);
+    this.child.stdout?.on('data', capture);
     this.child.on('message', (message: PeerMessage) => {
       const i = this.#waiters.findIndex((w) => w.type === message.type);
       if (i >= 0) {
@@ -53,7 +67,12 @@ export class Peer {
     return new Peer(script, config, env);
   }
 
-  /** What the peer wrote to stderr so far. */
+  /** Starts `build/test/peers/<script>.js` through `launch.wrapper`, with `launch.env` plus `env` only. */
+  static launch(launch: PeerLaunch, script: string, config: unknown = {}, env: NodeJS.ProcessEnv = {}): Peer {
+    return new Peer(script, config, env, launch);
+  }
+
+  /** What the peer wrote to stderr so far (and to stdout, when launched through a wrapper). */
   get stderr(): string {
     return this.#stderr;
   }
