@@ -598,7 +598,6 @@ static int am_count;          /* N: the messages from the command line; N + 2 wi
 static am_entry_t queue[MAX_AMS];          /* the endpoint's receive pool, in arrival order */
 static int queued;
 static am_entry_t callback_entries[MAX_AMS]; /* by k, for messages naming the receiver callback */
-static int am_malformed;
 
 static int has_callback(int k) { return k < am_count && k % 3 == 1; }
 static size_t user_header_length(int k) { return k < am_count && k % 2 == 1 ? 8 + (size_t)k : 0; }
@@ -618,10 +617,7 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
     if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) == 0) fail("AM without a reply endpoint");
     if (param->reply_ep != ep) fail("AM reply endpoint %p is not the connection's endpoint %p", (void *)param->reply_ep, (void *)ep);
     am_header_t h;
-    if (am_header_deserialize(header, header_length, &h) != 0) {
-        am_malformed++;
-        return UCS_OK;
-    }
+    if (am_header_deserialize(header, header_length, &h) != 0) fail("malformed AM header (%zu bytes) from ucxx-ts", header_length);
     am_entry_t *entry;
     if (h.has_callback) {
         char expected[OWNER_SIZE];
@@ -739,7 +735,6 @@ static void run_am(void)
         if (!pending) break;
         ucp_worker_progress(worker);
     }
-    if (am_malformed) fail("%d malformed AM headers from ucxx-ts", am_malformed);
     if (queued != expected_queued) fail("%d AMs in the endpoint's pool, expected %d", queued, expected_queued);
     int j = 0;
     for (int k = 0; k < total; k++) {
