@@ -169,7 +169,13 @@ async function receiveOne(receiver: TagReceiver, tag: bigint, mask: bigint, limi
     if (!header.next) break;
   }
   const frames = sizes.map((size) => new Uint8Array(size));
-  const requests = frames.map((frame) => receiver.tagRecv(frame, tag, mask, { signal: limits.signal }));
+  const requests: Request<TagRecvInfo>[] = [];
+  try {
+    for (const frame of frames) requests.push(receiver.tagRecv(frame, tag, mask, { signal: limits.signal }));
+  } catch (err) {
+    for (const request of requests) request.cancel();
+    throw err;
+  }
   // The first failure cancels the other receives, and every one settles before this returns: none is
   // left posted to catch a later message.
   let failure: unknown;

@@ -415,6 +415,23 @@ test('ucxx-ts to ucxx-ts: tagMulti of 250 frames, amRecv cancellation, receiver-
   const got = await deadline(ba.amRecv(), 'amRecv');
   verify(got.data, 10, 1, 'AM data');
   assert.deepEqual([...got.userHeader], [1, 2]);
+  // The largest header UCX takes (worker attribute max_am_header) goes through, eager and rendezvous; one
+  // byte more is a RangeError before UCX sees it (UCX 1.13 aborts the process on it: "RTS is too big").
+  let limit = 0;
+  assert.throws(() => ab.amSend(null, { userHeader: new Uint8Array(1 << 20) }), (err: unknown) => {
+    assert.ok(err instanceof RangeError, String(err));
+    limit = Number(/at most (\d+)/.exec(err.message)?.[1]);
+    return true;
+  });
+  assert.ok(limit > 14, `max_am_header ${limit}`);
+  const fits = limit - 14; // the header without receiver-callback info takes 14 bytes besides the user header
+  assert.throws(() => ab.amSend(null, { userHeader: new Uint8Array(fits + 1) }), RangeError);
+  for (const protocol of ['eager', 'rendezvous'] as const) {
+    await deadline(ab.amSend(pattern(64, 5), { userHeader: pattern(fits, 6), protocol }), `amSend with a ${fits}-byte user header`);
+    const big = await deadline(ba.amRecv(), 'amRecv with the largest header');
+    verify(big.userHeader, fits, 6, `${protocol}: the largest user header`);
+    verify(big.data, 64, 5, `${protocol}: data`);
+  }
   const controller = new AbortController();
   const aborted = ab.amRecv({ signal: controller.signal });
   controller.abort();
