@@ -29,6 +29,8 @@ import { AM_ID_MAX } from './active-message.js';
 import type { ReceiveOptions } from './worker.js';
 import { RemoteKey } from './remote-key.js';
 import type { Worker } from './worker.js';
+import { tagMultiRecv, tagMultiSend, type TagMultiRecvOptions } from './tag-multi.js';
+import { ucxxAmRecv, ucxxAmSend, type UcxxAmMessage, type UcxxAmSendOptions } from './ucxx-am.js';
 
 export interface StreamRecvOptions extends ReceiveOptions {
   /** Complete only when the buffer is full. Default false: complete with whatever arrived. */
@@ -567,16 +569,30 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /**
-   * Sends an active message (`ucp_am_send_nbx`): `id` selects the receiver's handler, `header` (may be
-   * null) travels with the data and is kept alive until completion (UCX 1.13 reads it late).
-   * `protocol` forces 'eager' or 'rendezvous' (default 'auto'); `reply: true` lets the receiver answer
-   * on `msg.replyEndpoint`. With rendezvous the request reports the status the receiver decided.
+   * Sends an active message, in one of two forms:
+   *
+   * - `amSend(id, header, data, options?)`: plain UCP (`ucp_am_send_nbx`): `id` selects the receiver's
+   *   handler, `header` (may be null) travels with the data and is kept alive until completion (UCX 1.13
+   *   reads it late). `protocol` forces 'eager' or 'rendezvous' (default 'auto'); `reply: true` lets the
+   *   receiver answer on `msg.replyEndpoint`. With rendezvous the request reports the status the
+   *   receiver decided.
+   * - `amSend(data, options?)`: ucxx's form (src/ucxx-am.ts): AM id 0 with ucxx's header, so a ucxx
+   *   peer's `amRecv()` (or the receiver callback named by `receiverCallbackInfo`) gets it.
    *
    * ```ts
    * await ep.amSend(1, Buffer.from('get-key'), null, { reply: true });
+   * await ep.amSend(data, { userHeader: Buffer.from('meta'), receiverCallbackInfo: { owner: 'app', id: 1n } });
    * ```
    */
-  amSend(id: number, header: BufferSource | null, data: BufferSource | null, options: AmSendOptions = {}): Request<void> {
+  amSend(id: number, header: BufferSource | null, data: BufferSource | null, options?: AmSendOptions): Request<void>;
+  amSend(data: BufferSource | null, options?: UcxxAmSendOptions): Request<void>;
+  amSend(
+    first: number | BufferSource | null, second?: BufferSource | null | UcxxAmSendOptions,
+    data: BufferSource | null = null, options: AmSendOptions = {},
+  ): Request<void> {
+    if (typeof first !== 'number') return ucxxAmSend(this, first, second as UcxxAmSendOptions | undefined);
+    const id = first;
+    const header = (second ?? null) as BufferSource | null;
     const ep = this._live('amSend');
     if (!Number.isInteger(id) || id < 0 || id > AM_ID_MAX) {
       throw new RangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${String(id)}`);
@@ -603,6 +619,47 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     param.buffer.writeUInt32LE(flags, REQ.flags);
     const ptr = ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, param.address);
     return worker._trackVoid(slot, ptr, 'amSend', header === null ? data : [header, data]);
+  }
+
+  /**
+   * The next ucxx active message from this endpoint (sent with ucxx's `amSend`, or the ucxx form of
+   * `amSend` above): messages are kept per endpoint, in arrival order, until taken. Rejects with the
+   * receive's error (as ucxx's request status), or CanceledError when `signal` aborts or the endpoint
+   * closes.
+   *
+   * ```ts
+   * const { data, userHeader } = await ep.amRecv();
+   * ```
+   */
+  amRecv(options?: { signal?: AbortSignal }): Promise<UcxxAmMessage> {
+    return ucxxAmRecv(this, options);
+  }
+
+  /**
+   * Sends `buffers` as one ucxx tagMulti message (ucxx's framing: see src/tag-multi.ts): header(s)
+   * announcing the frame count and sizes, then each buffer, all on `tag`. A ucxx peer's `tagMultiRecv`
+   * (or ours) receives them without knowing either in advance. At least one buffer. Completes when all
+   * are sent.
+   *
+   * ```ts
+   * await ep.tagMultiSend([meta, body, Buffer.alloc(0)], 7n);
+   * ```
+   */
+  tagMultiSend(buffers: readonly BufferSource[], tag: bigint | number): Request<void> {
+    return tagMultiSend(this, buffers, tag);
+  }
+
+  /**
+   * Receives one ucxx tagMulti message matching `tag` under `tagMask` (tags match per worker, as in
+   * ucxx; the receives are cancelled when this endpoint closes). Resolves with the frames; a malformed
+   * header or frame is a UcxxHeaderFormatError.
+   *
+   * ```ts
+   * const [meta, body] = await ep.tagMultiRecv(7n);
+   * ```
+   */
+  tagMultiRecv(tag: bigint | number, tagMask?: bigint | number, options?: TagMultiRecvOptions): Promise<Uint8Array[]> {
+    return tagMultiRecv(this.#worker, this, tag, tagMask, options);
   }
 
   /**

@@ -25,6 +25,9 @@ import type { Context } from './context.js';
 import { Endpoint, type EndpointOptions, type ErrorHandlingMode } from './endpoint.js';
 import { isLocalIp, sharesHost } from './internal/peer-locality.js';
 import { Listener, isOwnListenerPort, type ListenerOptions } from './listener.js';
+import { installUcxxAm, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx-am.js';
+import type { AmReceiverCallbackInfo } from './internal/ucxx-am-header.js';
+import { tagMultiRecv, type TagMultiRecvOptions } from './tag-multi.js';
 
 export type { ProgressMode } from './internal/progress-engine.js';
 
@@ -157,6 +160,8 @@ export class Worker implements RequestHost {
   /** Endpoints by their ucp_ep_h, to hand active-message handlers their reply endpoint. */
   readonly #endpointsByHandle = new Map<bigint, Endpoint>();
   #closing: Promise<void> | undefined;
+  /** Waits that are no UCX request but must keep the worker awake (ucxx `amRecv`). */
+  #holds = 0;
 
   /** @internal Use `context.createWorker()`. */
   constructor(context: Context, contextHandle: bigint, options: WorkerOptions, wakeup: boolean) {
@@ -191,6 +196,7 @@ export class Worker implements RequestHost {
       throw err;
     }
     this.#am = new AmDispatcher(this, this.#handle as bigint);
+    if (context.features.includes('am')) installUcxxAm(this); // ucxx's AM id 0, as ucxx does
   }
 
   /** The context this worker belongs to. */
@@ -426,6 +432,33 @@ export class Worker implements RequestHost {
   amMessages(id: number, options: { signal?: AbortSignal } = {}): AsyncIterableIterator<AmMessage> {
     this._live('Worker');
     return this.#am.iterate(id, options.signal);
+  }
+
+  /**
+   * Receives one ucxx tagMulti message from any endpoint (ucxx's framing: see src/tag-multi.ts): the
+   * frames, as many and as large as the sender's headers announce (within `maxFrames`/`maxBytes`).
+   *
+   * ```ts
+   * const frames = await worker.tagMultiRecv(7n);
+   * ```
+   */
+  tagMultiRecv(tag: bigint | number, tagMask?: bigint | number, options?: TagMultiRecvOptions): Promise<Uint8Array[]> {
+    return tagMultiRecv(this, this, tag, tagMask, options);
+  }
+
+  /**
+   * Routes the ucxx active messages that name `info` (sent with `receiverCallbackInfo`) to `callback`
+   * instead of their endpoint's `amRecv()` queue, as ucxx's `registerAmReceiverCallback`. The owner
+   * 'ucxx' is reserved; registering an owner/id twice is an AlreadyExistsError.
+   *
+   * ```ts
+   * worker.registerAmReceiverCallback({ owner: 'myapp', id: 1n }, (msg) => {
+   *   if (msg.error === null) use(msg.userHeader, msg.data);
+   * });
+   * ```
+   */
+  registerAmReceiverCallback(info: AmReceiverCallbackInfo, callback: AmReceiverCallback): void {
+    registerAmReceiverCallback(this, info, callback);
   }
 
   /**
@@ -693,9 +726,15 @@ export class Worker implements RequestHost {
   /** @internal */
   _updateBusy(): void {
     // Before the AM dispatcher exists (during construction) nothing can be waiting on it.
-    const amWaiting = this.#am?.waiting ?? false;
+    const amWaiting = (this.#am?.waiting ?? false) || this.#holds > 0;
     const inflightNow = this.#inflightCount > 0;
     this.#engine.setBusy(inflightNow || this.#listeners.size > 0 || amWaiting, inflightNow);
+  }
+
+  /** @internal Counts a wait that must keep the worker awake (+1 when it starts, -1 when it ends). */
+  _hold(delta: number): void {
+    this.#holds += delta;
+    this._updateBusy();
   }
 
   /** @internal Progresses until `done()` or the deadline; used by close paths in every mode. */

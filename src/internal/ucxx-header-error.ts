@@ -1,0 +1,38 @@
+/**
+ * Errors of ucxx's own wire protocols (tagMulti headers, active-message headers): bytes a peer sent
+ * that are not what ucxx produces. Raised before anything is allocated from the values they carry.
+ */
+
+/** Which ucxx header was malformed. */
+export type UcxxHeaderKind = 'tag-multi' | 'am';
+
+/** A ucxx tagMulti header or AM header from a peer is malformed (length, flags, counts, sizes, padding). */
+export class UcxxHeaderFormatError extends Error {
+  readonly code = 'UCXX_ERR_HEADER_FORMAT' as const;
+  override name = 'UcxxHeaderFormatError';
+  /** 'tag-multi' (the `ucxx::Header` of tagMulti) or 'am' (ucxx's active-message header). */
+  readonly header: UcxxHeaderKind;
+
+  constructor(header: UcxxHeaderKind, message: string, options?: ErrorOptions) {
+    super(`ucxx ${header === 'am' ? 'AM' : 'tagMulti'} header: ${message}`, options);
+    this.header = header;
+  }
+}
+
+/**
+ * A tagMulti message announced frames in CUDA memory (`isCUDA`), and the receive was not told to accept
+ * them into host memory (`cudaFrames: 'host'`). The frames were received (and dropped) all the same, so
+ * the next tagMulti message on that tag is read from its start.
+ */
+export class UcxxCudaFrameError extends Error {
+  readonly code = 'UCXX_ERR_CUDA_FRAME' as const;
+  override name = 'UcxxCudaFrameError';
+  /** The indices of the frames the sender marked as CUDA memory. */
+  readonly frames: readonly number[];
+
+  constructor(frames: readonly number[]) {
+    super(`tagMulti: the sender marked frame(s) ${frames.slice(0, 10).join(', ')}${frames.length > 10 ? ', ...' : ''} ` +
+      "as CUDA memory; ucxx-ts has no CUDA memory (pass { cudaFrames: 'host' } to receive them into host memory)");
+    this.frames = Object.freeze([...frames]);
+  }
+}
