@@ -9,6 +9,7 @@ import { statusName } from './ffi/index.js';
 export { UcxLibraryNotFoundError } from './ffi/index.js';
 export { RemoteKeyFormatError } from './internal/remote-key-format-error.js';
 export { WorkerAddressFormatError } from './internal/worker-address.js';
+export { HandshakeError, MessageFormatError, type HandshakeFailure } from './ucxx-python/errors.js';
 
 /** A UCX operation failed with a UCS error status. */
 export class UcxError extends Error {
