@@ -22,7 +22,7 @@ ints = [0, 1, 5, 2**32, 2**63, 2**64 - 1, 0x0123456789ABCDEF, -1, -1234567890123
 out["int"] = [[str(i), repr((i,)), hex(hash64bits(i))] for i in ints]
 tags = [0, 1, 0xFEDCBA9876543210, 2**64 - 1]
 out["peer"] = [[hex(t), struct.pack("<QQ", t, hash64bits(t)).hex()] for t in tags]
-seeds = [bytes(range(16)), b"'" * 16, b"'\"" + bytes(range(240, 254)), b'\\\t\n\r\x7f\x80\xff abcXYZ~"!']
+seeds = [bytes(range(16)), b"'" * 16, b"'\"" + bytes(range(240, 254)), b'\\\t\n\r\x7f\x80\xff abcXYZ~"']
 handles = [0x55D0C0A1B2C0, 0x7F00DEADBEEF, 1, 0]
 out["msgtag"] = [
     [s.hex(), hex(h), repr(("msg_tag", s, h)), hex(hash64bits("msg_tag", s, h))] for s, h in zip(seeds, handles)
