@@ -8,6 +8,8 @@
  * - 'full': the handshake (both sides' tags cross-checked), then send/recv, send_multi/recv_multi (5 frames
  *   from 0 B to 5 MiB, and 205 frames = three headers), send_obj/recv_obj (0 B to 2 MiB) and user-tagged
  *   messages, first ucxx-ts -> C (C checks every byte, headers included), then C -> ucxx-ts (checked here).
+ * - 'bad-messages': a short or oversized tagMulti header, frames or a send_obj size above maxBytes, a short
+ *   size message, a frame shorter than its header says: each a MessageFormatError, the endpoint still usable.
  * - Failure scenarios: a bad checksum, a truncated peer-information message (the peer stalls, or exits),
  *   a silent peer. Each must give HandshakeError with its reason within the connect timeout (1 s here),
  *   close the endpoint, and leave both processes running normally.
@@ -23,7 +25,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Context, HandshakeError, UCXX_PYTHON_FEATURES, type UcxxPythonEndpoint, type Worker } from 'ucxx-ts';
+import { Context, HandshakeError, MessageFormatError, UCXX_PYTHON_FEATURES, type UcxxPythonEndpoint, type Worker } from 'ucxx-ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SOURCE = join(ROOT, 'test', 'c', 'ucxx_python_peer.c');
@@ -172,13 +174,14 @@ async function pair(role: Role, scenario: string, worker: Worker): Promise<{ ep:
       `connecting to the C listener on port ${port}`);
     return { ep, peer };
   }
-  const listener = worker.listen({ host: '127.0.0.1', port: 0, handshake: 'ucxx-python', connectTimeout: CONNECT_TIMEOUT_MS });
-  const next = listener[Symbol.asyncIterator]().next();
+  // The callback form here (the failure tests use the iterator).
+  let deliver!: (ep: UcxxPythonEndpoint) => void;
+  const delivered = new Promise<UcxxPythonEndpoint>((resolve) => { deliver = resolve; });
+  const listener = worker.listen({ host: '127.0.0.1', port: 0, handshake: 'ucxx-python', connectTimeout: CONNECT_TIMEOUT_MS }, deliver);
   const peer = new CPeer(['client', '127.0.0.1', String(listener.port), scenario]);
-  const accepted = await peer.guard(next, 'accepting the C client');
+  const ep = await peer.guard(delivered, 'accepting the C client');
   listener.close();
-  assert.ok(accepted.done !== true, 'the listener ended without a connection');
-  return { ep: accepted.value, peer };
+  return { ep, peer };
 }
 
 // ---- the tests ----------------------------------------------------------------------------------
@@ -260,6 +263,49 @@ for (const role of ROLES) {
   });
 }
 
+for (const role of ROLES) {
+  test(`messages that break ucxx Python's framing are a MessageFormatError, and the endpoint stays usable (${role})`,
+    { timeout: 40_000 }, async () => {
+      await using context = new Context({ features: UCXX_PYTHON_FEATURES });
+      const worker = context.createWorker();
+      const { ep, peer } = await pair(role, 'bad-messages', worker);
+      try {
+        const rejects = async (promise: Promise<unknown>, what: string): Promise<void> => {
+          const err = await peer.guard(promise.then(() => undefined, (e: unknown) => e), what);
+          assert.ok(err instanceof MessageFormatError, `${what}: ${String(err)}\n${peer.describe()}`);
+          assert.equal(err.code, 'UCXX_ERR_MESSAGE_FORMAT');
+        };
+        const limit = { maxBytes: MiB };
+        await rejects(ep.recvMulti(limit), 'a 1208-byte header');
+        await rejects(ep.recvMulti(limit), 'a header with nframes 101');
+        await rejects(ep.recvMulti(limit), '2 MiB of frames with a 1 MiB limit');
+        await rejects(ep.recvObj(limit), 'a send_obj of 2^40 bytes');
+        await rejects(ep.recvObj(limit), 'a 4-byte size message');
+        await rejects(ep.recvMulti(limit), 'a 5-byte frame announced as 10');
+        await peer.guard(ep.send(DONE), 'the acknowledgement');
+        assert.equal(await peer.success(), 'OK');
+      } finally {
+        peer.kill();
+        await ep.close();
+      }
+    });
+}
+
+test('misuse of the ucxx Python options is a TypeError or RangeError, before anything reaches UCX', async () => {
+  await using context = new Context({ features: UCXX_PYTHON_FEATURES });
+  const worker = context.createWorker();
+  const bad = { handshake: 'ucx-py' } as unknown as { handshake: 'ucxx-python' };
+  await assert.rejects(worker.connect('127.0.0.1', 1, bad), TypeError);
+  assert.throws(() => worker.listen({ ...bad, port: 0 }), TypeError);
+  await assert.rejects(worker.connect('127.0.0.1', 1, { handshake: 'ucxx-python', connectTimeout: 0 }), RangeError);
+  assert.throws(() => worker.listen({ port: 0, handshake: 'ucxx-python', connectTimeout: -1 }), RangeError);
+  // A listener with the handshake is its own object; without it, the plain Listener.
+  const listener = worker.listen({ host: '127.0.0.1', port: 0, handshake: 'ucxx-python' });
+  assert.ok(listener.port > 0);
+  listener.close();
+  assert.equal(listener.closed, true);
+});
+
 const FAILURES: { scenario: string; reason: HandshakeError['reason']; received: number }[] = [
   { scenario: 'bad-checksum', reason: 'checksum', received: 16 },
   { scenario: 'truncated-stall', reason: 'truncated', received: 8 },
@@ -299,7 +345,7 @@ for (const role of ROLES) {
         assert.equal(error.reason, reason, `${error.message}\n${peer.describe()}`);
         assert.equal(error.received, received, error.message);
         assert.ok(elapsed < 3 * CONNECT_TIMEOUT_MS + 5000, `took ${elapsed} ms`);
-        // The C side ends normally: it saw the endpoint closed, or was still waiting (bounded) for it.
+        // The C side ends normally, having seen this side close the endpoint.
         if (scenario === 'truncated-exit') {
           const { code, signal } = await peer.guard(peer.exited, 'the C peer exit', STEP_MS, false);
           assert.deepEqual({ code, signal }, { code: 0, signal: null }, peer.describe());

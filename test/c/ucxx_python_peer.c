@@ -40,6 +40,11 @@
  *   5. send() of 33 bytes (seed 50) with user tag -7; send() of 34 bytes (seed 51) with tag
  *      0xfeedfacecafebeef forced
  *   then ucxx-ts sends "DONE" with send(); this program prints OK.
+ * SCENARIO bad-messages (after a correct handshake; this program sends, ucxx-ts must reject each):
+ *   1. a 1208-byte message where recv_multi expects a header      4. a send_obj size of 2^40
+ *   2. a header with nframes 101                                  5. a 4-byte message where the size is due
+ *   3. a header announcing 2 frames of 1 MiB (above the limit)    6. a header for one 10-byte frame, then a 5-byte frame
+ *   then ucxx-ts sends "DONE"; this program prints OK.
  * Failure scenarios (the handshake only; then this program waits up to WAIT_S for the peer to close the
  * connection, and prints "OK peer closed" or "OK peer still open"):
  *   bad-checksum    the checksum word is hash64bits(msg_tag) ^ 1
@@ -480,7 +485,7 @@ static void connect_to(const char *host, const char *port_text)
 
 /* ---- the handshake --------------------------------------------------------------------------- */
 
-enum scenario { FULL, BAD_CHECKSUM, TRUNCATED_STALL, TRUNCATED_EXIT, SILENT };
+enum scenario { FULL, BAD_MESSAGES, BAD_CHECKSUM, TRUNCATED_STALL, TRUNCATED_EXIT, SILENT };
 
 static void random_bytes(uint8_t *out, size_t n)
 {
@@ -519,14 +524,15 @@ static void handshake(enum scenario scenario, int server)
     own_tag = make_msg_tag(seed, (uint64_t)(uintptr_t)ep);
     uint8_t theirs[16];
     phase = "handshake";
+    int valid = scenario == FULL || scenario == BAD_MESSAGES;
     if (server) {
         send_info(scenario, server);
-        if (scenario != FULL) return;
+        if (!valid) return;
         stream_recv_all(theirs, sizeof(theirs), "peer information (listener: receive)");
     } else {
         stream_recv_all(theirs, sizeof(theirs), "peer information (client: receive)");
         send_info(scenario, server);
-        if (scenario != FULL) return;
+        if (!valid) return;
     }
     peer_tag = get_u64le(theirs);
     uint64_t checksum = get_u64le(theirs + 8);
@@ -662,6 +668,42 @@ static void run_full(void)
     expect_close = 1;
 }
 
+/* Messages that break ucxx Python's framing, one after the other (see the top of the file). */
+static void run_bad_messages(void)
+{
+    phase = "bad messages";
+    uint8_t *bytes = calloc(1, HEADER_BYTES);
+    if (bytes == NULL) fail("out of memory");
+    tag_send_finish(tag_send_start(bytes, HEADER_BYTES - 1, peer_tag));           /* a short header */
+    bytes = calloc(1, HEADER_BYTES);
+    if (bytes == NULL) fail("out of memory");
+    put_u64le(bytes + 1, HEADER_FRAMES + 1);                                         /* nframes 101 */
+    tag_send_finish(tag_send_start(bytes, HEADER_BYTES, peer_tag));
+    bytes = calloc(1, HEADER_BYTES);
+    if (bytes == NULL) fail("out of memory");
+    put_u64le(bytes + 1, 2);                                                         /* 2 x 1 MiB */
+    put_u64le(bytes + 9 + 4 * HEADER_FRAMES, MiB);
+    put_u64le(bytes + 9 + 4 * HEADER_FRAMES + 8, MiB);
+    tag_send_finish(tag_send_start(bytes, HEADER_BYTES, peer_tag));
+    bytes = calloc(1, 8);
+    if (bytes == NULL) fail("out of memory");
+    put_u64le(bytes, 1ull << 40);                                                    /* send_obj of 1 TiB */
+    tag_send_finish(tag_send_start(bytes, 8, peer_tag));
+    tag_send_finish(tag_send_start(patterned(4, 1), 4, peer_tag));                   /* a 4-byte size */
+    bytes = calloc(1, HEADER_BYTES);
+    if (bytes == NULL) fail("out of memory");
+    put_u64le(bytes + 1, 1);                                                         /* 1 frame of 10 B... */
+    put_u64le(bytes + 9 + 4 * HEADER_FRAMES, 10);
+    tag_send_finish(tag_send_start(bytes, HEADER_BYTES, peer_tag));
+    tag_send_finish(tag_send_start(patterned(5, 2), 5, peer_tag));                   /* ...that has 5 */
+
+    phase = "bad messages: wait for DONE";
+    char done[16];
+    size_t length = tag_recv(done, sizeof(done), own_tag, "DONE");
+    if (length != 4 || memcmp(done, "DONE", 4) != 0) fail("bad acknowledgement (%zu bytes)", length);
+    expect_close = 1;
+}
+
 /* After a failure scenario: wait (bounded) for ucxx-ts to close the connection. */
 static void wait_for_close(void)
 {
@@ -715,6 +757,7 @@ int main(int argc, char **argv)
     const char *name = argv[argc - 1];
     enum scenario scenario;
     if (strcmp(name, "full") == 0) scenario = FULL;
+    else if (strcmp(name, "bad-messages") == 0) scenario = BAD_MESSAGES;
     else if (strcmp(name, "bad-checksum") == 0) scenario = BAD_CHECKSUM;
     else if (strcmp(name, "truncated-stall") == 0) scenario = TRUNCATED_STALL;
     else if (strcmp(name, "truncated-exit") == 0) scenario = TRUNCATED_EXIT;
@@ -745,6 +788,8 @@ int main(int argc, char **argv)
     handshake(scenario, server);
     if (scenario == FULL) {
         run_full();
+    } else if (scenario == BAD_MESSAGES) {
+        run_bad_messages();
     } else {
         wait_for_close();
     }
@@ -768,7 +813,7 @@ int main(int argc, char **argv)
     ucp_worker_destroy(worker);
     ucp_cleanup(context);
 
-    if (scenario == FULL) printf("OK\n");
+    if (scenario == FULL || scenario == BAD_MESSAGES) printf("OK\n");
     else printf("OK peer %s\n", peer_gone ? "closed" : "still open");
     fflush(stdout);
     return 0;
