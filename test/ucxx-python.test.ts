@@ -15,8 +15,8 @@
  *   close the endpoint, and leave both processes running normally.
  *
  * The C peer runs with a clean environment (PATH only): UCX's defaults. Its UCP features are ucxx
- * Python's (tag, wakeup, stream, am, rma), and so are this side's (UCXX_PYTHON_FEATURES): UCX 1.13
- * cannot connect streams between contexts with different feature sets.
+ * Python's (tag, wakeup, stream, am, rma), and so are this side's (UCXX_PYTHON_FEATURES): UCX 1.13 has
+ * been seen failing to connect streams between contexts with different feature sets.
  */
 import { test } from 'node:test';
 import { strict as assert } from 'node:assert';

@@ -40,7 +40,7 @@ function featureHint(endpoint: Endpoint): string {
   const same = features.length === UCXX_PYTHON_FEATURES.length &&
     UCXX_PYTHON_FEATURES.every((f) => features.includes(f));
   return same ? '' : ` (this Context's features [${features.join(', ')}] differ from ucxx Python's ` +
-    `[${UCXX_PYTHON_FEATURES.join(', ')}]; UCX 1.13 cannot connect streams between different feature sets)`;
+    `[${UCXX_PYTHON_FEATURES.join(', ')}]; UCX 1.13 can fail to connect streams between different feature sets)`;
 }
 
 async function sendStep(endpoint: Endpoint, bytes: Uint8Array, timeoutMs: number): Promise<void> {
