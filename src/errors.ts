@@ -10,6 +10,7 @@ export { UcxLibraryNotFoundError } from './ffi/index.js';
 export { RemoteKeyFormatError } from './internal/remote-key-format-error.js';
 export { WorkerAddressFormatError } from './internal/worker-address.js';
 export { UcxxHeaderFormatError, UcxxCudaFrameError, type UcxxHeaderKind } from './internal/ucxx-header-error.js';
+export { HandshakeError, MessageFormatError, type HandshakeFailure } from './ucxx-python/errors.js';
 
 /** A UCX operation failed with a UCS error status. */
 export class UcxError extends Error {

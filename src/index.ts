@@ -26,6 +26,11 @@ export {
   RemoteKey, createRemoteKeyFromMemoryHandle, createRemoteKeyFromSerialized, type RemoteKeyAccess,
 } from './remote-key.js';
 export { Request, type TagRecvInfo } from './request.js';
+export {
+  UcxxPythonEndpoint, UcxxPythonListener, UCXX_PYTHON_FEATURES, hash64bits, type UcxxPythonConnectOptions,
+  type UcxxPythonListenerOptions, type UcxxPythonListenerEvents, type UcxxPythonTagOptions, type UcxxPythonRecvOptions,
+  type UcxxPythonAllocatingRecvOptions,
+} from './ucxx-python/index.js';
 export * from './errors.js';
 export type { BufferSource } from './internal/bytes.js';
 

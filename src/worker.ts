@@ -28,6 +28,10 @@ import { Listener, isOwnListenerPort, type ListenerOptions } from './listener.js
 import { installUcxxAm, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx-am.js';
 import type { AmReceiverCallbackInfo } from './internal/ucxx-am-header.js';
 import { tagMultiRecv, type TagMultiRecvOptions } from './tag-multi.js';
+import {
+  connectUcxxPython, listenUcxxPython, type UcxxPythonConnectOptions, type UcxxPythonEndpoint, type UcxxPythonListener,
+  type UcxxPythonListenerOptions,
+} from './ucxx-python/index.js';
 
 export type { ProgressMode } from './internal/progress-engine.js';
 
@@ -469,9 +473,18 @@ export class Worker implements RequestHost {
    * const listener = worker.listen({ host: '127.0.0.1', port: 0 }, (ep) => ep.tagSend(hello, 1n));
    * ```
    */
-  listen(options: ListenerOptions = {}, onConnection?: (endpoint: Endpoint) => void): Listener {
+  listen(options: UcxxPythonListenerOptions, onConnection?: (endpoint: UcxxPythonEndpoint) => void): UcxxPythonListener;
+  listen(options?: ListenerOptions, onConnection?: (endpoint: Endpoint) => void): Listener;
+  listen(
+    options: ListenerOptions | UcxxPythonListenerOptions = {},
+    onConnection?: ((endpoint: Endpoint) => void) | ((endpoint: UcxxPythonEndpoint) => void),
+  ): Listener | UcxxPythonListener {
+    // Opt-in: ucxx Python's endpoint handshake on every accepted connection (src/ucxx-python).
+    if ('handshake' in options && options.handshake !== undefined) {
+      return listenUcxxPython(this, options, onConnection as (endpoint: UcxxPythonEndpoint) => void);
+    }
     const handle = this._live('Worker');
-    const listener = new Listener(this, handle, options, onConnection);
+    const listener = new Listener(this, handle, options, onConnection as (endpoint: Endpoint) => void);
     this.#listeners.add(listener);
     this._updateBusy();
     return listener;
@@ -485,7 +498,11 @@ export class Worker implements RequestHost {
    * const ep = await worker.connect('127.0.0.1', 13337);
    * ```
    */
-  async connect(host: string, port: number, options: EndpointOptions = {}): Promise<Endpoint> {
+  connect(host: string, port: number, options: UcxxPythonConnectOptions): Promise<UcxxPythonEndpoint>;
+  connect(host: string, port: number, options?: EndpointOptions): Promise<Endpoint>;
+  async connect(host: string, port: number, options: EndpointOptions | UcxxPythonConnectOptions = {}): Promise<Endpoint | UcxxPythonEndpoint> {
+    // Opt-in: ucxx Python's endpoint handshake after the connection (src/ucxx-python).
+    if ('handshake' in options && options.handshake !== undefined) return connectUcxxPython(this, host, port, options);
     this._live('Worker');
     const { sockaddr, ip } = await resolveSockaddr(host, port);
     const handle = this._live('Worker');

@@ -1,0 +1,182 @@
+/**
+ * An Endpoint after ucxx Python's handshake, with ucxx Python's message helpers
+ * (python/ucxx/ucxx/_lib_async/endpoint.py). Every message is a plain UCP tag message:
+ *
+ * - `send(buffer)` / `recv(buffer)`: one message with the peer's tag / our tag (full mask).
+ * - `sendObj(bytes)` / `recvObj()`: two messages with that tag, the byte length as a native-order
+ *   (little-endian) u64, then the bytes.
+ * - `sendMulti(buffers)` / `recvMulti()`: ucxx C++'s tagMulti: ceil(n / 100) 1209-byte headers, then the
+ *   n frames, all with that tag (see tag-multi-header.ts).
+ *
+ * A user tag (`{ tag }`) is combined with the endpoint's tag as ucxx does, `hash64bits(endpointTag,
+ * hash(tag))`, for int tags; `{ tag, forceTag: true }` uses the tag as is.
+ */
+import { constants as bufferConstants } from 'node:buffer';
+import type { Endpoint } from '../endpoint.js';
+import { byteLengthOf, type BufferSource } from '../internal/bytes.js';
+import { MessageFormatError } from './errors.js';
+import type { PeerTags } from './handshake.js';
+import { messageTag } from './peer-info.js';
+import { HEADER_BYTES, decodeHeader, encodeHeaders } from './tag-multi-header.js';
+
+const FULL_MASK = (1n << 64n) - 1n;
+
+export interface UcxxPythonTagOptions {
+  /** A user tag (an integer), combined with the endpoint's tag as ucxx Python combines it. */
+  tag?: bigint | number;
+  /** Use `tag` as the UCP tag itself (ucxx Python's force_tag). */
+  forceTag?: boolean;
+}
+
+export interface UcxxPythonRecvOptions extends UcxxPythonTagOptions {
+  /** Rejects the receive with CanceledError when aborted. */
+  signal?: AbortSignal;
+}
+
+export interface UcxxPythonAllocatingRecvOptions extends UcxxPythonRecvOptions {
+  /**
+   * The most bytes the peer may make this receive allocate (recvObj's object; recvMulti's frames
+   * together). Default: the largest Buffer Node can allocate. Above it: MessageFormatError.
+   */
+  maxBytes?: number;
+}
+
+function limitOf(options: UcxxPythonAllocatingRecvOptions): number {
+  const max = options.maxBytes ?? bufferConstants.MAX_LENGTH;
+  if (typeof max !== 'number' || !(max >= 0)) throw new RangeError(`maxBytes must be a non-negative number, got ${String(max)}`);
+  return Math.min(max, bufferConstants.MAX_LENGTH);
+}
+
+export class UcxxPythonEndpoint implements AsyncDisposable {
+  /** The underlying Endpoint (for RMA, flush, events...). */
+  readonly endpoint: Endpoint;
+  /** The tag this side sends with (the peer's msg_tag). */
+  readonly msgTagSend: bigint;
+  /** The tag this side receives with (its own msg_tag). */
+  readonly msgTagRecv: bigint;
+
+  /** @internal Made by `worker.connect(..., { handshake: 'ucxx-python' })` and the ucxx Python listener. */
+  constructor(endpoint: Endpoint, tags: PeerTags) {
+    this.endpoint = endpoint;
+    this.msgTagSend = tags.msgTagSend;
+    this.msgTagRecv = tags.msgTagRecv;
+  }
+
+  /** True once the endpoint is closed, closing or failed. */
+  get closed(): boolean {
+    return this.endpoint.closed;
+  }
+
+  #sendTag(options: UcxxPythonTagOptions): bigint {
+    return messageTag(this.msgTagSend, options.tag, options.forceTag === true);
+  }
+
+  #recvTag(options: UcxxPythonTagOptions): bigint {
+    return messageTag(this.msgTagRecv, options.tag, options.forceTag === true);
+  }
+
+  /** Sends each buffer as one tag message, in order; settles when all have completed. */
+  async #sendAll(buffers: readonly BufferSource[], tag: bigint): Promise<void> {
+    const pending: Promise<void>[] = [];
+    try {
+      for (const buffer of buffers) pending.push(this.endpoint.tagSend(buffer, tag).promise);
+    } catch (err) {
+      // Those already posted settle on their own; nobody waits for them any more.
+      for (const p of pending) p.catch(() => undefined);
+      throw err;
+    }
+    await Promise.all(pending);
+  }
+
+  /** ucxx Python's `send(buffer)`: one tag message. */
+  async send(buffer: BufferSource, options: UcxxPythonTagOptions = {}): Promise<void> {
+    await this.endpoint.tagSend(buffer, this.#sendTag(options)).promise;
+  }
+
+  /**
+   * ucxx Python's `recv(buffer)`: one tag message into `buffer`; resolves with its length. A message
+   * longer than the buffer is a MessageTruncatedError; a shorter one fills the start (as in ucxx).
+   */
+  async recv(buffer: BufferSource, options: UcxxPythonRecvOptions = {}): Promise<number> {
+    const info = await this.endpoint.tagRecv(buffer, this.#recvTag(options), FULL_MASK, { signal: options.signal }).promise;
+    return info.length;
+  }
+
+  /** ucxx Python's `send_obj(obj)`: the length as a little-endian u64, then the bytes. */
+  async sendObj(bytes: BufferSource, options: UcxxPythonTagOptions = {}): Promise<void> {
+    const tag = this.#sendTag(options);
+    const size = new Uint8Array(8);
+    new DataView(size.buffer).setBigUint64(0, BigInt(byteLengthOf(bytes, 'sendObj bytes')), true);
+    await this.#sendAll([size, bytes], tag);
+  }
+
+  /** ucxx Python's `recv_obj()`: receives the length, then that many bytes into a new Uint8Array. */
+  async recvObj(options: UcxxPythonAllocatingRecvOptions = {}): Promise<Uint8Array> {
+    const limit = limitOf(options);
+    const tag = this.#recvTag(options);
+    const sizeBytes = new Uint8Array(8);
+    const first = await this.endpoint.tagRecv(sizeBytes, tag, FULL_MASK, { signal: options.signal }).promise;
+    if (first.length !== 8) throw new MessageFormatError(`recv_obj: the size message is ${first.length} bytes, expected 8`);
+    const size = new DataView(sizeBytes.buffer).getBigUint64(0, true);
+    if (size > BigInt(limit)) throw new MessageFormatError(`recv_obj: the peer announced ${size} bytes, above the limit of ${limit}`);
+    const data = new Uint8Array(Number(size));
+    const second = await this.endpoint.tagRecv(data, tag, FULL_MASK, { signal: options.signal }).promise;
+    if (second.length !== data.byteLength) {
+      throw new MessageFormatError(`recv_obj: received ${second.length} bytes, the peer announced ${size}`);
+    }
+    return data;
+  }
+
+  /**
+   * ucxx Python's `send_multi(buffers)`: the headers, then each buffer as its own message. An empty
+   * list is a RangeError (ucxx sends nothing for it and its request never completes).
+   */
+  async sendMulti(buffers: readonly BufferSource[], options: UcxxPythonTagOptions = {}): Promise<void> {
+    if (!Array.isArray(buffers)) throw new TypeError('sendMulti takes an array of buffers');
+    if (buffers.length === 0) throw new RangeError('sendMulti needs at least one buffer');
+    const tag = this.#sendTag(options);
+    const sizes = buffers.map((b: BufferSource) => byteLengthOf(b, 'sendMulti buffer'));
+    await this.#sendAll([...encodeHeaders(sizes), ...buffers], tag);
+  }
+
+  /**
+   * ucxx Python's `recv_multi()`: receives headers until one says no more follow, then every frame they
+   * describe; resolves with the frames (new Uint8Arrays; CUDA frames arrive in host memory). Each header
+   * must be 1209 bytes and each frame as long as its header says (MessageFormatError otherwise).
+   */
+  async recvMulti(options: UcxxPythonAllocatingRecvOptions = {}): Promise<Uint8Array[]> {
+    const limit = limitOf(options);
+    const tag = this.#recvTag(options);
+    const sizes: bigint[] = [];
+    for (;;) {
+      const bytes = new Uint8Array(HEADER_BYTES);
+      const info = await this.endpoint.tagRecv(bytes, tag, FULL_MASK, { signal: options.signal }).promise;
+      const header = decodeHeader(bytes.subarray(0, info.length));
+      sizes.push(...header.sizes);
+      if (!header.next) break;
+    }
+    const total = sizes.reduce((a, b) => a + b, 0n);
+    if (total > BigInt(limit)) {
+      throw new MessageFormatError(`recv_multi: the peer announced ${sizes.length} frames of ${total} bytes, above the limit of ${limit}`);
+    }
+    const frames = sizes.map((size) => new Uint8Array(Number(size)));
+    // Posted in order before any completes: UCP matches same-tag receives in the order they were posted.
+    const requests = frames.map((frame) => this.endpoint.tagRecv(frame, tag, FULL_MASK, { signal: options.signal }).promise);
+    const infos = await Promise.all(requests);
+    infos.forEach((info, i) => {
+      if (info.length !== frames[i]?.byteLength) {
+        throw new MessageFormatError(`recv_multi: frame ${i} is ${info.length} bytes, its header says ${frames[i]?.byteLength}`);
+      }
+    });
+    return frames;
+  }
+
+  /** Closes the endpoint (ucxx Python's close sends nothing to the peer either). Idempotent. */
+  close(): Promise<void> {
+    return this.endpoint.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

@@ -1,0 +1,41 @@
+/**
+ * Pairing with ucxx Python (`ucxx._lib_async`): its endpoint handshake and its message helpers.
+ * See docs/ucxx-python.md.
+ */
+import type { EndpointOptions } from '../endpoint.js';
+import type { Worker } from '../worker.js';
+import { UcxxPythonEndpoint } from './endpoint.js';
+import { checkTimeout, exchangePeerInfo } from './handshake.js';
+import { UcxxPythonListener, type UcxxPythonListenerOptions } from './listener.js';
+
+export { HandshakeError, MessageFormatError, type HandshakeFailure } from './errors.js';
+export {
+  UcxxPythonEndpoint, type UcxxPythonTagOptions, type UcxxPythonRecvOptions, type UcxxPythonAllocatingRecvOptions,
+} from './endpoint.js';
+export { UcxxPythonListener, type UcxxPythonListenerOptions, type UcxxPythonListenerEvents } from './listener.js';
+export { UCXX_PYTHON_FEATURES, DEFAULT_CONNECT_TIMEOUT_MS } from './handshake.js';
+export { hash64bits, pyRepr, pyHashInt, encodePeerInfo, decodePeerInfo, PEER_INFO_BYTES } from './peer-info.js';
+
+export interface UcxxPythonConnectOptions extends EndpointOptions {
+  handshake: 'ucxx-python';
+  /** How long each step of the handshake may take, in ms. Default 5000 (ucxx Python's 5 s). */
+  connectTimeout?: number;
+}
+
+/** @internal `worker.connect(host, port, { handshake: 'ucxx-python' })`: connect, then the client side. */
+export async function connectUcxxPython(
+  worker: Worker, host: string, port: number, options: UcxxPythonConnectOptions,
+): Promise<UcxxPythonEndpoint> {
+  const { handshake, connectTimeout, ...plain } = options;
+  if (handshake !== 'ucxx-python') throw new TypeError(`unknown handshake ${JSON.stringify(handshake)}`);
+  const timeoutMs = checkTimeout(connectTimeout);
+  const endpoint = await worker.connect(host, port, plain);
+  return new UcxxPythonEndpoint(endpoint, await exchangePeerInfo(endpoint, 'client', timeoutMs));
+}
+
+/** @internal `worker.listen({ ..., handshake: 'ucxx-python' })`. */
+export function listenUcxxPython(
+  worker: Worker, options: UcxxPythonListenerOptions, onConnection?: (endpoint: UcxxPythonEndpoint) => void,
+): UcxxPythonListener {
+  return new UcxxPythonListener(worker, options, onConnection);
+}

@@ -1,0 +1,105 @@
+/**
+ * A listener whose connections run ucxx Python's handshake (as the listener side) before they are handed
+ * out, as ucxx Python's `create_listener` does before calling its callback.
+ */
+import { EventEmitter } from 'node:events';
+import type { Listener, ListenerOptions } from '../listener.js';
+import type { Endpoint } from '../endpoint.js';
+import type { Worker } from '../worker.js';
+import { HandshakeError } from './errors.js';
+import { UcxxPythonEndpoint } from './endpoint.js';
+import { checkTimeout, exchangePeerInfo } from './handshake.js';
+
+export interface UcxxPythonListenerOptions extends ListenerOptions {
+  handshake: 'ucxx-python';
+  /** How long each step of the handshake may take, in ms. Default 5000 (ucxx Python's 5 s). */
+  connectTimeout?: number;
+}
+
+export interface UcxxPythonListenerEvents {
+  /** A connection whose handshake failed; its endpoint is already closed. */
+  handshakeError: [error: HandshakeError];
+}
+
+export class UcxxPythonListener extends EventEmitter<UcxxPythonListenerEvents>
+  implements AsyncIterable<UcxxPythonEndpoint>, Disposable {
+  /** The plain listener underneath. */
+  readonly listener: Listener;
+  readonly #onConnection: ((endpoint: UcxxPythonEndpoint) => void) | undefined;
+  readonly #queue: UcxxPythonEndpoint[] = [];
+  readonly #waiting: ((result: IteratorResult<UcxxPythonEndpoint>) => void)[] = [];
+  #iterated = false;
+
+  /** @internal Use `worker.listen({ ..., handshake: 'ucxx-python' })`. */
+  constructor(worker: Worker, options: UcxxPythonListenerOptions, onConnection?: (endpoint: UcxxPythonEndpoint) => void) {
+    super();
+    if (onConnection !== undefined && typeof onConnection !== 'function') {
+      throw new TypeError('onConnection must be a function');
+    }
+    const { handshake, connectTimeout, ...plain } = options;
+    if (handshake !== 'ucxx-python') throw new TypeError(`unknown handshake ${JSON.stringify(handshake)}`);
+    const timeoutMs = checkTimeout(connectTimeout);
+    this.#onConnection = onConnection;
+    this.listener = worker.listen(plain, (endpoint) => void this.#handshake(endpoint, timeoutMs));
+  }
+
+  async #handshake(endpoint: Endpoint, timeoutMs: number): Promise<void> {
+    let tags;
+    try {
+      tags = await exchangePeerInfo(endpoint, 'listener', timeoutMs);
+    } catch (err) {
+      if (err instanceof HandshakeError && this.listenerCount('handshakeError') > 0) this.emit('handshakeError', err);
+      return;
+    }
+    const ready = new UcxxPythonEndpoint(endpoint, tags);
+    if (this.listener.closed) {
+      await ready.close();
+      return;
+    }
+    this.#onConnection?.(ready);
+    const waiter = this.#waiting.shift();
+    if (waiter !== undefined) waiter({ value: ready, done: false });
+    else if (this.#iterated || this.#onConnection === undefined) this.#queue.push(ready);
+  }
+
+  /** The port the listener is bound to. */
+  get port(): number {
+    return this.listener.port;
+  }
+
+  /** The address the listener is bound to. */
+  get host(): string {
+    return this.listener.host;
+  }
+
+  get closed(): boolean {
+    return this.listener.closed;
+  }
+
+  /** Yields each connection once its handshake has succeeded, until the listener closes. */
+  [Symbol.asyncIterator](): AsyncIterator<UcxxPythonEndpoint> {
+    this.#iterated = true;
+    return {
+      next: (): Promise<IteratorResult<UcxxPythonEndpoint>> => {
+        const ready = this.#queue.shift();
+        if (ready !== undefined) return Promise.resolve({ value: ready, done: false });
+        if (this.listener.closed) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve) => this.#waiting.push(resolve));
+      },
+      return: (): Promise<IteratorResult<UcxxPythonEndpoint>> => {
+        this.close();
+        return Promise.resolve({ value: undefined, done: true });
+      },
+    };
+  }
+
+  /** Stops accepting connections; established endpoints stay open. Idempotent. */
+  close(): void {
+    this.listener.close();
+    for (const waiter of this.#waiting.splice(0)) waiter({ value: undefined, done: true });
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
