@@ -190,7 +190,8 @@ async function session(role: Role, scenario: string[], body: (s: Session) => Pro
     if (role === 'C server, ucxx-ts client') {
       peer = new CPeer(['server', ...scenario]);
       const port = await peer.port();
-      endpoint = await peer.guard(worker.connect('127.0.0.1', port), 'connecting to the C server');
+      // The C peer, like ucxx, asks for peer error handling on the endpoints it accepts.
+      endpoint = await peer.guard(worker.connect('127.0.0.1', port, { errorHandling: 'peer' }), 'connecting to the C server');
     } else {
       const listener = worker.listen({ host: '127.0.0.1', port: 0 });
       const accepted = listener[Symbol.asyncIterator]().next();

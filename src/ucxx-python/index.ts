@@ -29,7 +29,8 @@ export async function connectUcxxPython(
   const { handshake, connectTimeout, ...plain } = options;
   if (handshake !== 'ucxx-python') throw new TypeError(`unknown handshake ${JSON.stringify(handshake)}`);
   const timeoutMs = checkTimeout(connectTimeout);
-  const endpoint = await worker.connect(host, port, plain);
+  // ucxx Python servers ask for peer error handling on the endpoints they accept, and refuse another mode.
+  const endpoint = await worker.connect(host, port, { errorHandling: 'peer', ...plain });
   return new UcxxPythonEndpoint(endpoint, await exchangePeerInfo(endpoint, 'client', timeoutMs));
 }
 
