@@ -64,8 +64,8 @@ const USAGE = `usage: ucxx-perf [HOST] [options]   (no HOST: server; --local: bo
   -F, --flush-every N     put_bw, atomic_rate: flush after every N operations (default 0: once, at the end)
   -B, --busy-poll US      'event'/'polling': microseconds of polling after the last activity before
                           the worker sleeps (default 50 for event, 1000 for polling; 0: sleep at once)
-  -e, --error-handling    measured endpoints detect peer failure (ucxx-ts's default; off here, as in
-                          ucx_perftest, whose -e it mirrors)
+  -e, --error-handling    measured endpoints use peer error handling ('peer', ucxx-ts's 'auto' choice
+                          between hosts); off here ('none'), as in ucx_perftest, whose -e it mirrors
   -p, --port N            server port (default 13337; 0 with --local picks one)
       --local             run a server in a child process and the client here
       --json              one JSON object per size instead of the table

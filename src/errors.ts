@@ -6,7 +6,7 @@
  */
 import { statusName } from './ffi/index.js';
 
-export { UcxLibraryNotFoundError } from './ffi/index.js';
+export { UcxLibraryNotFoundError, UnsupportedUcxVersionError } from './ffi/index.js';
 export { RemoteKeyFormatError } from './internal/remote-key-format-error.js';
 export { WorkerAddressFormatError } from './internal/worker-address.js';
 export { UcxxHeaderFormatError, UcxxCudaFrameError, type UcxxHeaderKind } from './internal/ucxx-header-error.js';

@@ -5,6 +5,8 @@
 import { describe, test } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
 import {
@@ -235,6 +237,38 @@ describe('loading and configuration', () => {
     assert.equal(error.name, 'UcxLibraryNotFoundError');
     assert.equal(error.code, 'UCXX_ERR_LIBRARY_NOT_FOUND');
     assert.match(error.message, /apt-get install libucx0/);
+  });
+
+  test('a libucp of another version is refused at load with UnsupportedUcxVersionError, before any struct is used', () => {
+    // Stand-in libraries: a libucp.so.0 that has nothing but ucp_get_version, reporting the version asked.
+    const dir = mkdtempSync(path.join(tmpdir(), 'ucxx-ts-fake-ucx-'));
+    try {
+      const source = path.join(dir, 'fake.c');
+      const run = (major: number, minor: number, env: NodeJS.ProcessEnv = {}): { name: string; code?: string; message: string } => {
+        writeFileSync(source, '#include <stdint.h>\nvoid ucp_get_version(unsigned *a, unsigned *b, unsigned *c) ' +
+          `{ *a = ${major}; *b = ${minor}; *c = 7; }\n`);
+        execFileSync('gcc', ['-shared', '-fPIC', source, '-o', path.join(dir, 'libucp.so.0')]);
+        execFileSync('gcc', ['-shared', '-fPIC', source, '-o', path.join(dir, 'libucs.so.0')]);
+        const script = "import('ucxx-ts').then((m) => { try { new m.Context(); console.log('{}'); } catch (e) { " +
+          'console.log(JSON.stringify({ name: e.name, code: e.code, message: e.message })); } })';
+        const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+          encoding: 'utf8', env: { ...process.env, ...env, UCXX_TS_UCX_LIBDIR: dir }, cwd: path.join(PEERS, '..'),
+        });
+        return JSON.parse(out) as { name: string; code?: string; message: string };
+      };
+      for (const [major, minor] of [[1, 12], [1, 16], [2, 0]] as const) {
+        const error = run(major, minor);
+        assert.equal(error.name, 'UnsupportedUcxVersionError', `UCX ${major}.${minor}: ${error.message}`);
+        assert.equal(error.code, 'UCXX_ERR_UCX_VERSION');
+        assert.match(error.message, new RegExp(`supports UCX 1\\.13\\.x, but .*libucp\\.so\\.0 is UCX ${major}\\.${minor}\\.7`));
+      }
+      // Turning the check off lets a newer one through to the next step (here: the stand-in's missing
+      // functions), never to a crash; an older one stays refused.
+      assert.notEqual(run(1, 16, { UCXX_TS_UCX_VERSION_CHECK: 'off' }).name, 'UnsupportedUcxVersionError');
+      assert.equal(run(1, 12, { UCXX_TS_UCX_VERSION_CHECK: 'off' }).name, 'UnsupportedUcxVersionError');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('an unknown UCX option is a ConfigError; known ones are applied and reported', async () => {

@@ -4,7 +4,7 @@
  * bigint as an address) and every `ucs_status_t` as `int8_t` (a packed one-byte enum).
  */
 import koffi from 'koffi';
-import { loadLibraries } from './library.js';
+import { checkUcxVersion, loadLibraries } from './library.js';
 
 /** An address as koffi returns it: a bigint, or null for NULL. */
 export type Ptr = bigint | null;
@@ -190,6 +190,12 @@ function nameOf(signature: string): string {
 /** Loads the libraries and declares every function. Throws UcxLibraryNotFoundError when UCX is missing. */
 export function declareFunctions(): UcxFunctions {
   const libs = loadLibraries();
+  // The version first, through a call that takes no struct: nothing else is declared or called on a
+  // libucp whose layouts may differ.
+  const getVersion = libs.ucp.func('void ucp_get_version(_Out_ uint32_t *major, _Out_ uint32_t *minor, _Out_ uint32_t *release)');
+  const cells = [[0], [0], [0]] as [number[], number[], number[]];
+  getVersion(cells[0], cells[1], cells[2]);
+  checkUcxVersion([cells[0][0] ?? 0, cells[1][0] ?? 0, cells[2][0] ?? 0]);
   const out: Record<string, unknown> = {};
   for (const [lib, signatures] of Object.entries(SIGNATURES) as ['ucp' | 'ucs' | 'libc', readonly string[]][]) {
     for (const signature of signatures) out[nameOf(signature)] = libs[lib].func(signature);

@@ -6,7 +6,7 @@
 import koffi from 'koffi';
 import { callbackTypes, declareFunctions, type CallbackKind, type UcxFunctions } from './functions.js';
 
-export { UcxLibraryNotFoundError } from './library.js';
+export { UcxLibraryNotFoundError, UnsupportedUcxVersionError, SUPPORTED_UCX } from './library.js';
 export type { Ptr, PtrArg, UcxFunctions, CallbackKind } from './functions.js';
 export * as layouts from './layouts.js';
 export type { Layout } from './layouts.js';

@@ -25,6 +25,39 @@ export class UcxLibraryNotFoundError extends Error {
   }
 }
 
+/** The libucp versions ucxx-ts is built and tested against: its struct layouts and wire-format checks. */
+export const SUPPORTED_UCX = { major: 1, minor: 13, text: '1.13.x' } as const;
+
+/**
+ * Raised at load when libucp is of a version ucxx-ts does not support. Older than 1.13 lacks the API;
+ * newer ones are untested: their packed worker addresses and remote keys differ from what ucxx-ts
+ * validates (it would refuse genuine ones), so they are refused unless UCXX_TS_UCX_VERSION_CHECK=off.
+ */
+export class UnsupportedUcxVersionError extends Error {
+  override readonly name = 'UnsupportedUcxVersionError';
+  readonly code = 'UCXX_ERR_UCX_VERSION';
+  readonly found: string;
+  readonly supported = SUPPORTED_UCX.text;
+  constructor(found: string, library: string) {
+    super(
+      `ucxx-ts supports UCX ${SUPPORTED_UCX.text}, but ${library} is UCX ${found}. Install UCX 1.13 ` +
+        '(Debian 12: apt-get install libucx0), point UCXX_TS_UCX_LIBDIR at one, or, for a newer UCX at your ' +
+        'own risk, set UCXX_TS_UCX_VERSION_CHECK=off.',
+    );
+    this.found = found;
+  }
+}
+
+/** Throws UnsupportedUcxVersionError unless [major, minor, release] is supported (or the check is off). */
+export function checkUcxVersion(version: readonly [number, number, number]): void {
+  const [major, minor, release] = version;
+  if (major === SUPPORTED_UCX.major && minor === SUPPORTED_UCX.minor) return;
+  const newer = major > SUPPORTED_UCX.major || (major === SUPPORTED_UCX.major && minor > SUPPORTED_UCX.minor);
+  if (newer && process.env['UCXX_TS_UCX_VERSION_CHECK'] === 'off') return;
+  const dir = process.env['UCXX_TS_UCX_LIBDIR'];
+  throw new UnsupportedUcxVersionError(`${major}.${minor}.${release}`, dir ? `${dir}/libucp.so.0` : 'libucp.so.0');
+}
+
 function candidates(soname: string): string[] {
   const dir = process.env['UCXX_TS_UCX_LIBDIR'];
   if (dir !== undefined && dir !== '') return [path.join(dir, soname)];
