@@ -2,7 +2,7 @@
  * A connection to a remote worker: RMA (`memPut`/`memGet`), tag messages and flush. Created by
  * `worker.connect()`, `worker.connectToAddress()` or a Listener.
  *
- * Peer failure handling is on by default: when the peer goes away the endpoint emits 'error' (only if
+ * When the peer goes away (and UCX sees it: see ErrorHandlingMode) the endpoint emits 'error' (only if
  * somebody listens for it) and 'close', its in-flight requests reject with a UcxError such as
  * ConnectionResetError, and every later operation throws ClosedError.
  *

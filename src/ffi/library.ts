@@ -17,7 +17,7 @@ export class UcxLibraryNotFoundError extends Error {
   constructor(library: string, tried: readonly string[], cause: unknown) {
     super(
       `ucxx-ts could not load ${library} (tried: ${tried.join(', ')}). ` +
-        'Install UCX 1.13 or newer: on Debian/Ubuntu `apt-get install libucx0` ' +
+        'Install UCX 1.13: on Debian 12 `apt-get install libucx0` ' +
         '(add libucx-dev ucx-utils for the tests and benchmarks), or set UCXX_TS_UCX_LIBDIR to the ' +
         'directory that holds libucp.so.0 and libucs.so.0.',
       { cause },
