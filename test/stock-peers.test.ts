@@ -207,3 +207,40 @@ test('stream in PEER mode between contexts of different features: a clear error 
   }
   await clientRun('stream', { features: ['stream', 'wakeup'] }, 'peer');
 });
+
+test('every accepted connection is handed out: stock clients that send one tag message and close at once', async () => {
+  const CLIENTS = 8;
+  await using context = new Context();
+  const worker = context.createWorker();
+  const accepted: Endpoint[] = [];
+  const closed: Promise<void>[] = [];
+  const listener = worker.listen({ host: '127.0.0.1', port: 0 }, (endpoint) => {
+    accepted.push(endpoint);
+    closed.push(new Promise((resolve) => endpoint.once('close', () => resolve())));
+  });
+  for (let i = 0; i < CLIENTS; i++) {
+    const client = new StockProgram(['-a', '127.0.0.1', '-p', String(listener.port), '-c', 'tag', '-s', '16']);
+    try {
+      const { code, signal } = await within(client.exited, `stock client #${i} to exit`, client);
+      assert.equal(signal, null, client.output);
+      assert.equal(code, 0, client.output);
+    } finally {
+      client.kill();
+    }
+  }
+  // Every connection reaches the application, and every message waits in the worker for a receive.
+  const deadline = Date.now() + STEP_MS;
+  while (accepted.length < CLIENTS && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.equal(accepted.length, CLIENTS, `${accepted.length} of ${CLIENTS} accepted connections were handed out`);
+  for (let i = 0; i < CLIENTS; i++) {
+    const buffer = new Uint8Array(16);
+    const info = await worker.tagRecv(buffer, TAG, undefined, { signal: AbortSignal.timeout(STEP_MS) }).promise;
+    assert.equal(info.length, 16);
+    assert.deepEqual(Buffer.from(buffer), Buffer.from(stockMessage(16)));
+  }
+  // Each handed-out endpoint reports that its client left.
+  await Promise.race([
+    Promise.all(closed),
+    new Promise((_, reject) => setTimeout(() => reject(new Error('not every accepted endpoint reported its close')), STEP_MS)),
+  ]);
+});
