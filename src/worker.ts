@@ -213,6 +213,15 @@ export class Worker implements RequestHost {
     return this.#engine.mode;
   }
 
+  /**
+   * How many progress passes this worker has run, by itself or through `progress()` (each pass is one or
+   * more `ucp_worker_progress` calls). A diagnostic: an idle 'event' worker runs none, a 'polling' one
+   * with operations in flight runs them back to back.
+   */
+  get progressCount(): number {
+    return this.#engine.passes;
+  }
+
   /** True once `close()` has been called. */
   get closed(): boolean {
     return this.#closing !== undefined;

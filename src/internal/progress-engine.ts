@@ -97,6 +97,13 @@ export class ProgressEngine {
     this.#drainAndArm();
   }
 
+  #passes = 0;
+
+  /** How many progress passes ran (each one or more ucp_worker_progress calls). */
+  get passes(): number {
+    return this.#passes;
+  }
+
   /** Progresses until UCX reports no more work (bounded); returns how many events were processed. */
   progress(): number {
     return this.#run(MAX_PROGRESS_PER_DRAIN);
@@ -114,6 +121,7 @@ export class ProgressEngine {
   #run(maxCalls: number): number {
     if (this.#closed || this.#inProgress) return 0;
     this.#inProgress = true;
+    this.#passes++;
     let total = 0;
     try {
       const fn = ucx().ucp_worker_progress;

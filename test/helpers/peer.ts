@@ -5,6 +5,7 @@
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
+import { peerEnvironment } from './env.js';
 
 const PEERS = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'peers');
 
@@ -32,7 +33,7 @@ export class Peer {
   private constructor(script: string, config: unknown, env: NodeJS.ProcessEnv, launch?: PeerLaunch) {
     const args = [path.join(PEERS, `${script}.js`), JSON.stringify(config ?? {})];
     this.child = launch === undefined
-      ? fork(args[0] as string, args.slice(1), { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'pipe', 'ipc'] })
+      ? fork(args[0] as string, args.slice(1), { env: peerEnvironment(env), stdio: ['ignore', 'inherit', 'pipe', 'ipc'] })
       // The IPC channel is fd 3 (NODE_CHANNEL_FD), which survives the wrapper's exec calls.
       : spawn(launch.wrapper[0] as string, [...launch.wrapper.slice(1), process.execPath, ...args], {
         env: { ...launch.env, ...env },
