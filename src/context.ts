@@ -16,6 +16,7 @@ import { Worker, type WorkerOptions } from './worker.js';
 import { MemoryHandle, type MemoryHandleOptions } from './memory-handle.js';
 import { parsePackedRkey } from './internal/packed-rkey.js';
 import { parseMdComponents } from './internal/shm-rkey-check.js';
+import { parseContextResources, type TransportResource } from './internal/context-info.js';
 import type { BufferSource } from './internal/bytes.js';
 
 /** UCP features a context can enable. */
@@ -151,6 +152,19 @@ export class Context {
     const text = captureStream((stream) =>
       ucx().ucp_config_print(this.#config, stream, null, Number(K.UCS_CONFIG_PRINT_CONFIG)));
     return { ...parseConfigLines(text), ...this.#transportConfig };
+  }
+
+  /**
+   * The transport resources UCX opened for this context (after `UCX_TLS`, `UCX_NET_DEVICES` and the
+   * features), as `ucx_info -d` lists them for a C program.
+   *
+   * ```ts
+   * for (const { transport, device } of context.getResources()) console.log(`${transport}/${device}`);
+   * ```
+   */
+  getResources(): TransportResource[] {
+    const handle = this._liveHandle();
+    return parseContextResources(captureStream((stream) => ucx().ucp_context_print_info(handle, stream)));
   }
 
   /**

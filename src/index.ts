@@ -33,6 +33,8 @@ export {
 } from './ucxx-python/index.js';
 export * from './errors.js';
 export type { BufferSource } from './internal/bytes.js';
+export type { TransportResource } from './internal/context-info.js';
+export { UCX_ENVIRONMENT_DEFAULTS } from './ffi/library.js';
 
 import { ucpVersion } from './ffi/index.js';
 
