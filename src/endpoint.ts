@@ -864,8 +864,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
   }
 
   /** @internal An operation of this endpoint settled (Request.#finish). */
-  _opSettled(watched: boolean): void {
-    this.#progress++;
+  _opSettled(watched: boolean, completed: boolean): void {
+    if (completed) this.#progress++;
     if (watched) this.#armed--;
     else this.#sending--;
   }

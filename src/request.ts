@@ -46,7 +46,8 @@ export interface RequestHost {
  * settles, for its failure watchdog. @internal
  */
 export interface RequestOwner {
-  _opSettled(watched: boolean): void;
+  /** `completed`: UCX finished it (false when settled early: cancelled, or its endpoint failed). */
+  _opSettled(watched: boolean, completed: boolean): void;
 }
 
 /** @internal A request of any result type, for bookkeeping. */
@@ -308,7 +309,7 @@ export class Request<T = void> implements PromiseLike<T> {
     const owner = this._owner;
     if (owner !== null) {
       this._owner = null;
-      owner._opSettled(this._watched);
+      owner._opSettled(this._watched, !this._detached);
     }
     if (!this._detached) this.#release();
   }
