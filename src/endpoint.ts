@@ -18,12 +18,12 @@ import { EventEmitter } from 'node:events';
 import {
   CONSTANTS, OutCell, StructBuffer, addressOf, captureStream, layouts, registerCallback, ucpVersion, ucx, statusOfPtr,
 } from './ffi/index.js';
-import { CanceledError, ClosedError, UcxError, check, errorFromStatus } from './errors.js';
-import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
+import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
+import { Request, ResultKind, type AnyRequest, type RequestOwner, type TagRecvInfo } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
 import { asBytes, byteLengthOf, toTag, toU64, type BufferSource } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
-import { post } from './internal/completions.js';
+import { inflight, post } from './internal/completions.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
 import { AM_ID_MAX } from './active-message.js';
 import type { ReceiveOptions } from './worker.js';
@@ -37,7 +37,17 @@ export interface StreamRecvOptions extends ReceiveOptions {
   waitAll?: boolean;
 }
 
-export interface AmSendOptions {
+/** Options every operation takes. */
+export interface OperationOptions {
+  /**
+   * Aborting settles the operation at once with CanceledError (see `Request.cancel()`: UCX 1.13 cannot
+   * withdraw a send, RMA or flush, so it may still take effect, and its buffer stays referenced until
+   * UCX is done). Costs nothing when absent.
+   */
+  signal?: AbortSignal;
+}
+
+export interface AmSendOptions extends OperationOptions {
   /** 'eager', 'rendezvous', or 'auto' (default: UCX decides by size). */
   protocol?: 'auto' | 'eager' | 'rendezvous';
   /** Let the receiver answer on `msg.replyEndpoint`. */
@@ -50,7 +60,7 @@ const ATOMIC_LABEL: Readonly<Record<AtomicOp, string>> = {
   add: 'atomic add', and: 'atomic and', or: 'atomic or', xor: 'atomic xor', swap: 'atomic swap', cswap: 'atomic cswap',
 };
 
-export interface AtomicOptions {
+export interface AtomicOptions extends OperationOptions {
   /** Operand width; default 64 for a bigint value, 32 for a number. */
   width?: 32 | 64;
   /** Resolve with the previous value (always on for 'swap' and 'cswap'). */
@@ -153,7 +163,7 @@ export interface EndpointEvents {
   close: [];
 }
 
-export class Endpoint extends EventEmitter<EndpointEvents> {
+export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwner {
   readonly #worker: Worker;
   #handle: bigint | null;
   readonly #id: number;
@@ -177,6 +187,20 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   readonly #streamQueue: StreamReceive[] = [];
   /** The one stream receive posted to UCX, if any. */
   #streamActive: AnyRequest | null = null;
+  /** The context's failureTimeout (ms; Infinity: no watchdog). */
+  readonly #failureTimeout: number;
+  /** Operations in flight that only the peer's UCX has to answer (RMA, atomics, flush): they arm the watchdog. */
+  #armed = 0;
+  /** Sends in flight (not watched themselves: see #inFlight). */
+  #sending = 0;
+  /** The watchdog's own flush, while in flight. */
+  #probe: Request<void> | null = null;
+  /** Operations of this endpoint settled so far: the watchdog's sign of life. */
+  #progress = 0;
+  /** #progress at the watchdog's last look, and since when it has not moved. */
+  #seen = -1;
+  #stallSince = 0;
+  #watchdog: NodeJS.Timeout | null = null;
 
   /** @internal */
   static _create(
@@ -199,6 +223,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       throw new RangeError(`closeTimeout must be a non-negative number of ms, got ${String(closeTimeout)}`);
     }
     this.#closeTimeout = closeTimeout;
+    this.#failureTimeout = worker.context.failureTimeout;
     this.#id = endpoints.add(this);
     const params = new StructBuffer(layouts.ucp_ep_params_t);
     // The error callback in every mode: UCX reports what it does see (a closed client-server connection)
@@ -288,10 +313,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * await ep.flush();
    * ```
    */
-  memPut(source: BufferSource, remoteKey: RemoteKey, offset?: number | bigint): Request<void>;
-  memPut(source: BufferSource, remoteAddress: bigint, rkeyHandle: bigint): Request<void>;
-  memPut(source: BufferSource, target: RemoteKey | bigint, extra?: number | bigint): Request<void> {
-    return this.#rma(true, source, target, extra);
+  memPut(source: BufferSource, remoteKey: RemoteKey, offset?: number | bigint, options?: OperationOptions): Request<void>;
+  memPut(source: BufferSource, remoteAddress: bigint, rkeyHandle: bigint, options?: OperationOptions): Request<void>;
+  memPut(source: BufferSource, target: RemoteKey | bigint, extra?: number | bigint, options?: OperationOptions): Request<void> {
+    return this.#rma(true, source, target, extra, options);
   }
 
   /**
@@ -302,13 +327,16 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * await ep.memGet(back, key, 64);
    * ```
    */
-  memGet(destination: BufferSource, remoteKey: RemoteKey, offset?: number | bigint): Request<void>;
-  memGet(destination: BufferSource, remoteAddress: bigint, rkeyHandle: bigint): Request<void>;
-  memGet(destination: BufferSource, target: RemoteKey | bigint, extra?: number | bigint): Request<void> {
-    return this.#rma(false, destination, target, extra);
+  memGet(destination: BufferSource, remoteKey: RemoteKey, offset?: number | bigint, options?: OperationOptions): Request<void>;
+  memGet(destination: BufferSource, remoteAddress: bigint, rkeyHandle: bigint, options?: OperationOptions): Request<void>;
+  memGet(destination: BufferSource, target: RemoteKey | bigint, extra?: number | bigint, options?: OperationOptions): Request<void> {
+    return this.#rma(false, destination, target, extra, options);
   }
 
-  #rma(put: boolean, memory: BufferSource, target: RemoteKey | bigint, extra: number | bigint | undefined): Request<void> {
+  #rma(
+    put: boolean, memory: BufferSource, target: RemoteKey | bigint, extra: number | bigint | undefined,
+    options: OperationOptions | undefined,
+  ): Request<void> {
     const what = put ? 'memPut' : 'memGet';
     const ep = this._live(what);
     const length = byteLengthOf(memory, put ? 'memPut source' : 'memGet destination');
@@ -326,12 +354,15 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     } else {
       throw new TypeError(`${what}: the target must be a RemoteKey or a bigint remote address`);
     }
+    const signal = options?.signal;
+    if (signal?.aborted === true) return this.#worker._aborted(what);
     const worker = this.#worker;
     const id = worker._reserveId();
     const param = worker._params.send;
     param.buffer.writeUInt32LE(id, REQ.user_data);
     const fn = put ? ucx().ucp_put_nbx : ucx().ucp_get_nbx;
-    return worker._trackVoid(id, fn(ep, memory, length, address, rkey, param.address), what, memory);
+    const request = worker._trackVoid(id, fn(ep, memory, length, address, rkey, param.address), what, memory);
+    return request.completed ? request : this.#inFlight(request, true, signal);
   }
 
   /**
@@ -343,19 +374,21 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * await ep.tagSend([header, body], 8n);
    * ```
    */
-  tagSend(buffer: BufferSource | readonly BufferSource[], tag: bigint | number): Request<void> {
-    return this.#tagSend(buffer, tag, false);
+  tagSend(buffer: BufferSource | readonly BufferSource[], tag: bigint | number, options?: OperationOptions): Request<void> {
+    return this.#tagSend(buffer, tag, false, options);
   }
 
   /**
    * Like `tagSend`, but completes only once the receiver has matched the message with a receive
    * (`ucp_tag_send_sync_nbx`).
    */
-  tagSendSync(buffer: BufferSource | readonly BufferSource[], tag: bigint | number): Request<void> {
-    return this.#tagSend(buffer, tag, true);
+  tagSendSync(buffer: BufferSource | readonly BufferSource[], tag: bigint | number, options?: OperationOptions): Request<void> {
+    return this.#tagSend(buffer, tag, true, options);
   }
 
-  #tagSend(buffer: BufferSource | readonly BufferSource[], tag: bigint | number, sync: boolean): Request<void> {
+  #tagSend(
+    buffer: BufferSource | readonly BufferSource[], tag: bigint | number, sync: boolean, options: OperationOptions | undefined,
+  ): Request<void> {
     const what = sync ? 'tagSendSync' : 'tagSend';
     const ep = this._live(what);
     const t = toTag(tag, 'tag');
@@ -374,10 +407,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       count = byteLengthOf(buffer, sync ? 'tagSendSync buffer' : 'tagSend buffer');
       param = worker._params.send;
     }
+    const signal = options?.signal;
+    if (signal?.aborted === true) return worker._aborted(what);
     const id = worker._reserveId();
     param.buffer.writeUInt32LE(id, REQ.user_data);
     const fn = sync ? ucx().ucp_tag_send_sync_nbx : ucx().ucp_tag_send_nbx;
-    return worker._trackVoid(id, fn(ep, data as Buffer, count, t, param.address), what, data === buffer ? buffer : [buffer, data]);
+    const request = worker._trackVoid(id, fn(ep, data as Buffer, count, t, param.address), what, data === buffer ? buffer : [buffer, data]);
+    return request.completed ? request : this.#inFlight(request, false, signal);
   }
 
   /**
@@ -396,14 +432,17 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * Sends bytes on the endpoint's stream (`ucp_stream_send_nbx`): an ordered byte stream with no
    * message boundaries, as TCP. Completes when the buffer may be reused.
    */
-  streamSend(buffer: BufferSource): Request<void> {
+  streamSend(buffer: BufferSource, options?: OperationOptions): Request<void> {
     const ep = this._live('streamSend');
     const count = byteLengthOf(buffer, 'streamSend buffer');
     const worker = this.#worker;
+    const signal = options?.signal;
+    if (signal?.aborted === true) return worker._aborted('streamSend');
     const id = worker._reserveId();
     const param = worker._params.send;
     param.buffer.writeUInt32LE(id, REQ.user_data);
-    return worker._trackVoid(id, ucx().ucp_stream_send_nbx(ep, buffer, count, param.address), 'streamSend', buffer);
+    const request = worker._trackVoid(id, ucx().ucp_stream_send_nbx(ep, buffer, count, param.address), 'streamSend', buffer);
+    return request.completed ? request : this.#inFlight(request, false, signal);
   }
 
   /**
@@ -613,12 +652,15 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
         throw new TypeError(`protocol must be 'auto', 'eager' or 'rendezvous', got ${String(options.protocol)}`);
     }
     const worker = this.#worker;
+    const signal = options.signal;
+    if (signal?.aborted === true) return worker._aborted('amSend');
     const slot = worker._reserveId();
     const param = worker._params.amSend;
     param.buffer.writeUInt32LE(slot, REQ.user_data);
     param.buffer.writeUInt32LE(flags, REQ.flags);
     const ptr = ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, param.address);
-    return worker._trackVoid(slot, ptr, 'amSend', header === null ? data : [header, data]);
+    const request = worker._trackVoid(slot, ptr, 'amSend', header === null ? data : [header, data]);
+    return request.completed ? request : this.#inFlight(request, false, signal);
   }
 
   /**
@@ -689,8 +731,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       throw new RangeError(`atomic: the ${width}-bit word at offset ${offset} is not ${bytes}-byte aligned`);
     }
     const operand = toWord(value, width, 'value');
+    const signal = options.signal;
+    if (signal?.aborted === true) return this.#worker._aborted(ATOMIC_LABEL[op]);
     if (fetch && (op === 'and' || op === 'or' || op === 'xor') && isFetchBitwiseBroken()) {
-      return this.#fetchBitwiseByCompareAndSwap(op, remoteKey, offset, operand, width);
+      return this.#fetchBitwiseByCompareAndSwap(op, remoteKey, offset, operand, width, signal);
     }
     const worker = this.#worker;
     const params = worker._params;
@@ -722,14 +766,16 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       const id = worker._reserveId();
       block.writeUInt32LE(id, REQ.user_data);
       const ptr = ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand.address, 1, address, rkey, params.atomic.address);
-      return worker._trackVoid(id, ptr, ATOMIC_LABEL[op], null) as Request<unknown> as Request<number | bigint | undefined>;
+      const request = worker._trackVoid(id, ptr, ATOMIC_LABEL[op], null) as Request<unknown> as Request<number | bigint | undefined>;
+      return request.completed ? request : this.#inFlight(request, true, signal);
     }
     const kind = width === 64 ? ResultKind.Reply64 : ResultKind.Reply32;
     const request = worker._newRequest<number | bigint | undefined>(kind, ATOMIC_LABEL[op], reply);
     request._reply = reply;
     block.writeUInt32LE(request._id, REQ.user_data);
     block.writeBigUInt64LE(addressOf(reply), REQ.reply_buffer);
-    return worker._track(request, ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand.address, 1, address, rkey, params.atomic.address));
+    worker._track(request, ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand.address, 1, address, rkey, params.atomic.address));
+    return request.completed ? request : this.#inFlight(request, true, signal);
   }
 
   /**
@@ -739,6 +785,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    */
   #fetchBitwiseByCompareAndSwap(
     op: 'and' | 'or' | 'xor', key: RemoteKey, offset: number | bigint, operand: bigint, width: 32 | 64,
+    signal: AbortSignal | undefined,
   ): Request<number | bigint | undefined> {
     const request = new Request<number | bigint | undefined>(
       null, width === 64 ? ResultKind.Reply64 : ResultKind.Reply32, `atomic ${op}`, null,
@@ -747,9 +794,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const read = (v: number | bigint | undefined): bigint => BigInt(v ?? 0);
     const word = (v: bigint): number | bigint => (width === 64 ? v : Number(v));
     void (async () => {
-      let current = read(await this.atomic('add', key, offset, word(0n), { fetch: true, width }));
+      let current = read(await this.atomic('add', key, offset, word(0n), { fetch: true, width, signal }));
       for (;;) {
-        const seen = read(await this.atomic('cswap', key, offset, word(apply(current)), { compare: word(current), width }));
+        const seen = read(await this.atomic('cswap', key, offset, word(apply(current)), { compare: word(current), width, signal }));
         if (seen === current) break;
         current = seen;
       }
@@ -762,12 +809,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /** Atomically adds `value` and resolves with the previous value. */
-  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: { width?: 32 | 64 } = {}): Request<number | bigint | undefined> {
+  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<number | bigint | undefined> {
     return this.atomic('add', remoteKey, offset, value, { ...options, fetch: true });
   }
 
   /** Atomically stores `desired` if the word equals `expected`; resolves with the previous value. */
-  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number | bigint, desired: number | bigint, options: { width?: 32 | 64 } = {}): Request<number | bigint | undefined> {
+  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number | bigint, desired: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<number | bigint | undefined> {
     return this.atomic('cswap', remoteKey, offset, desired, { ...options, compare: expected });
   }
 
@@ -784,13 +831,115 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * Completes every outstanding operation on this endpoint, remotely too: after it, puts are visible
    * at the target and gets have their data.
    */
-  flush(): Request<void> {
+  flush(options?: OperationOptions): Request<void> {
     const ep = this._live('flush');
     const worker = this.#worker;
+    const signal = options?.signal;
+    if (signal?.aborted === true) return worker._aborted('endpoint flush');
     const id = worker._reserveId();
     const param = worker._params.send;
     param.buffer.writeUInt32LE(id, REQ.user_data);
-    return worker._trackVoid(id, ucx().ucp_ep_flush_nbx(ep, param.address), 'endpoint flush', null);
+    const request = worker._trackVoid(id, ucx().ucp_ep_flush_nbx(ep, param.address), 'endpoint flush', null);
+    return request.completed ? request : this.#inFlight(request, true, signal);
+  }
+
+  /**
+   * An operation of this endpoint that UCX did not complete at once: its owner is this endpoint (failed
+   * with it), `watched` ones (only the peer's UCX has to answer them: RMA, atomics, flush) arm the
+   * failure watchdog, and it is cancelled when `signal` aborts. Sends are not watched: a live peer may
+   * hold a rendezvous or synchronous send, or an unread stream, for as long as it likes.
+   */
+  #inFlight<T>(request: Request<T>, watched: boolean, signal: AbortSignal | undefined): Request<T> {
+    request._owner = this;
+    request._detachable = true;
+    if (watched) {
+      request._watched = true;
+      this.#armed++;
+    } else {
+      this.#sending++;
+    }
+    if (this.#watchdog === null) this.#startWatchdog();
+    if (signal !== undefined) request._bindSignal(signal);
+    return request;
+  }
+
+  /** @internal An operation of this endpoint settled (Request.#finish). */
+  _opSettled(watched: boolean, completed: boolean): void {
+    if (completed) this.#progress++;
+    if (watched) this.#armed--;
+    else this.#sending--;
+  }
+
+  /**
+   * The failure watchdog: while an operation is in flight, a look every tenth of failureTimeout. When
+   * only sends are in flight and nothing settled since the last look, it posts a flush (the probe): on a
+   * live connection it completes as soon as UCX has handed everything to the transport (a rendezvous
+   * waiting for the peer's receive does not hold it), on a dead one it stalls. When a watched operation
+   * (RMA, atomics, flush, the probe) is in flight and no operation of this endpoint has settled for
+   * failureTimeout, the peer is taken for failed (EndpointTimeoutError). It stops at the first look that
+   * finds nothing in flight.
+   */
+  #startWatchdog(): void {
+    const timeout = this.#failureTimeout;
+    if (!Number.isFinite(timeout) || this.#state !== 'open') return;
+    this.#seen = -1;
+    this.#watchdog = setInterval(() => this.#watch(), Math.max(10, Math.floor(timeout / 10)));
+    this.#watchdog.unref();
+  }
+
+  #stopWatchdog(): void {
+    if (this.#watchdog === null) return;
+    clearInterval(this.#watchdog);
+    this.#watchdog = null;
+  }
+
+  #watch(): void {
+    if (this.#state !== 'open' || (this.#armed <= 0 && this.#sending <= 0)) {
+      this.#stopWatchdog();
+      return;
+    }
+    const now = performance.now();
+    if (this.#progress !== this.#seen) {
+      this.#seen = this.#progress;
+      this.#stallSince = now;
+      return;
+    }
+    if (this.#armed <= 0) {
+      if (this.#probe === null && this.#handle !== null) {
+        let probe: Request<void>;
+        try {
+          probe = this.flush();
+        } catch {
+          return; // the worker is closing
+        }
+        if (probe.completed) this.#progress++;
+        else {
+          this.#probe = probe;
+          probe._onSettle = () => {
+            this.#probe = null;
+          };
+        }
+      }
+      return;
+    }
+    if (now - this.#stallSince < this.#failureTimeout) return;
+    this.#stopWatchdog();
+    this.#state = 'failed';
+    this.#failure = new EndpointTimeoutError(
+      `endpoint to ${this.#peer}: no answer from the peer for ${Math.round(now - this.#stallSince)} ms ` +
+      `(failureTimeout ${this.#failureTimeout} ms)`,
+    );
+    this.#failed();
+  }
+
+  /** After a failure: everything of this endpoint still in flight rejects with it, then 'error' and close. */
+  #failed(): void {
+    const failure = this.#failure as UcxError;
+    for (const request of inflight.values()) {
+      if (request._owner === this) request._failDetached(failure);
+    }
+    if (this.listenerCount('error') > 0) this.emit('error', failure);
+    void this.close();
   }
 
   /**
@@ -809,6 +958,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   async #close(): Promise<void> {
     const failed = this.#state === 'failed';
     this.#state = 'closing';
+    this.#stopWatchdog();
     for (const key of [...this.#keys]) key.close();
     for (const request of [...this.#receives]) request.cancel();
     const handle = this.#handle;
@@ -878,11 +1028,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (this.#state !== 'open') return;
     this.#state = 'failed';
     this.#failure = errorFromStatus(status, `endpoint to ${this.#peer} failed`);
-    const failure = this.#failure;
-    this.#worker._defer(() => {
-      if (this.listenerCount('error') > 0) this.emit('error', failure);
-      void this.close();
-    });
+    this.#worker._defer(() => this.#failed());
   }
 
   /** @internal */

@@ -98,6 +98,24 @@ export function check(status: number, what: string): void {
   if (status !== 0) throw errorFromStatus(status, what);
 }
 
+/**
+ * `worker.connect()` found nobody listening at the address (UCX reports UCS_ERR_NOT_CONNECTED or
+ * UCS_ERR_UNREACHABLE for a refused TCP connection, or UCS_ERR_REJECTED when the listener rejects it).
+ * A NotConnectedError (status -24) whatever UCX said, with UCX's own status in `ucxStatus`.
+ */
+export class ConnectionRefusedError extends NotConnectedError {
+  /** The status UCX reported. */
+  readonly ucxStatus: number;
+  /** Where the connection was refused. */
+  readonly address: string;
+  constructor(address: string, ucxStatus: number, options?: ErrorOptions) {
+    super(`connect to ${address}: nobody listens there (connection refused; UCX said ${statusName(ucxStatus)})`, options);
+    this.name = 'ConnectionRefusedError';
+    this.ucxStatus = ucxStatus;
+    this.address = address;
+  }
+}
+
 /** An object was used after `close()` (or after its parent closed). */
 export class ClosedError extends Error {
   override readonly name = 'ClosedError';

@@ -12,7 +12,7 @@
 import {
   CONSTANTS, OutCell, StructBuffer, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucx, type Ptr,
 } from './ffi/index.js';
-import { ClosedError, check, errorFromStatus } from './errors.js';
+import { ClosedError, ConnectionRefusedError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
 import { beginPost, completionCallbacks, endPost, inflight, post } from './internal/completions.js';
 import { ProgressEngine, type ProgressMode } from './internal/progress-engine.js';
@@ -84,6 +84,8 @@ function resolveErrorMode(option: ErrorHandlingMode | boolean | undefined, local
 }
 const FULL_MASK = (1n << 64n) - 1n;
 const UCS_ERR_UNREACHABLE = -6;
+const UCS_ERR_REJECTED = -23;
+const UCS_ERR_NOT_CONNECTED = -24;
 
 /** What a failed connect most likely needs from the user, for the error message ('' when nothing known). */
 function connectFailureHint(
@@ -303,7 +305,9 @@ export class Worker implements RequestHost {
     const id = this._reserveId();
     const param = this._params.send;
     param.buffer.writeUInt32LE(id, REQ.user_data);
-    return this._trackVoid(id, ucx().ucp_worker_flush_nbx(handle, param.address), 'worker flush', null);
+    const request = this._trackVoid(id, ucx().ucp_worker_flush_nbx(handle, param.address), 'worker flush', null);
+    if (!request.completed) request._detachable = true;
+    return request;
   }
 
   /** Orders all RMA/atomic operations issued before it before those issued after, on every endpoint. */
@@ -530,6 +534,11 @@ export class Worker implements RequestHost {
       await endpoint.flush();
     } catch (err) {
       await endpoint.close();
+      const status = (err as { status?: number }).status;
+      // UCX 1.13's TCP CM reports a refused connection as NOT_CONNECTED on the flush; say what it means.
+      if (status === UCS_ERR_NOT_CONNECTED || status === UCS_ERR_REJECTED) {
+        throw new ConnectionRefusedError(`${host}:${port}`, status, { cause: err });
+      }
       if (err instanceof Error) err.message += connectFailureHint(err, mode, options.errorHandling, this.#context.features);
       throw err;
     }

@@ -263,6 +263,15 @@ export class TwoHosts {
     return { child, exited, output: () => ({ stdout, stderr }) };
   }
 
+  /**
+   * Cuts (`up = false`) or restores `host`'s side of the veth pair: `ip -n NS link set DEV down|up`.
+   * The other end loses its carrier too; nothing is sent or answered on the link until it is back.
+   */
+  setLink(host: Host, up: boolean): void {
+    this.#live();
+    run(['ip', '-n', host.netns, 'link', 'set', host.device, up ? 'up' : 'down']);
+  }
+
   /** Kills what is still running in the hosts and deletes both namespaces (the veth pair goes with them). */
   close(): void {
     if (this.#closed) return;
