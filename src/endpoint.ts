@@ -16,7 +16,7 @@
  */
 import { EventEmitter } from 'node:events';
 import {
-  CONSTANTS, OutCell, StructBuffer, addressOf, captureStream, layouts, registerCallback, ucpVersion, ucx, statusOfPtr,
+  CONSTANTS, OutCell, StructBuffer, addressOf, withUcxLogsQuiet, captureStream, layouts, registerCallback, ucpVersion, ucx, statusOfPtr,
 } from './ffi/index.js';
 import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
 import { Request, ResultKind, type AnyRequest, type RequestOwner, type TagRecvInfo } from './request.js';
@@ -1001,7 +1001,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
       const request = worker._newRequest<void>(ResultKind.Void, 'endpoint close', null);
       param.writeUInt32LE(request._id, REQ.user_data);
       param.writeUInt32LE(forced ? Number(K.UCP_EP_CLOSE_FLAG_FORCE) : 0, REQ.flags);
-      const ptr = ucx().ucp_ep_close_nbx(handle, param);
+      // A graceful close flushes; on an endpoint whose peer is gone, in NONE mode, UCX logs every lane's
+      // flush failure as an error (it logs nothing in PEER mode, and nothing is lost either way).
+      const ptr = !forced && this.#failure !== undefined
+        ? withUcxLogsQuiet(() => ucx().ucp_ep_close_nbx(handle, param))
+        : ucx().ucp_ep_close_nbx(handle, param);
       if (forced && statusOfPtr(ptr) === UCS_ERR_INVALID_PARAM) {
         worker._track(request, ptr);
         forced = false;
