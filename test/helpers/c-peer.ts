@@ -25,6 +25,12 @@ export function cleanEnvironment(): NodeJS.ProcessEnv {
 
 const binaries = new Map<string, string>();
 
+/** Long output (a program that prints what it received) cut in the middle. */
+function clip(text: string, max = 4000): string {
+  if (text.length <= max) return text;
+  return `${text.slice(0, max / 2)}\n[... ${text.length - max} characters ...]\n${text.slice(-max / 2)}`;
+}
+
 /** Compiles test/c/<name>.c once per run; fails (with what to install) when it cannot. */
 export function compileC(name: string): string {
   const cached = binaries.get(name);
@@ -53,6 +59,8 @@ export class CPeer {
   readonly #stepMs: number;
   stdout = '';
   stderr = '';
+  /** stdout and stderr, interleaved as they arrived. */
+  output = '';
   #waiters: (() => void)[] = [];
 
   /**
@@ -69,11 +77,14 @@ export class CPeer {
       for (const w of this.#waiters.splice(0)) w();
     };
     this.child.stdout?.on('data', (chunk: Buffer) => {
-      this.stdout += chunk.toString();
+      this.stdout += chunk.toString('latin1');
+      this.output += chunk.toString('latin1');
       wake();
     });
     this.child.stderr?.on('data', (chunk: Buffer) => {
-      this.stderr += chunk.toString();
+      this.stderr += chunk.toString('latin1');
+      this.output += chunk.toString('latin1');
+      wake();
     });
     this.exited = new Promise((resolve) => {
       this.child.on('exit', (code, signal) => {
@@ -88,7 +99,7 @@ export class CPeer {
   }
 
   describe(): string {
-    return `C peer ${this.#label}\n  stdout: ${this.stdout.trim() || '(none)'}\n  stderr: ${this.stderr.trim() || '(none)'}`;
+    return `C peer ${this.#label}\n  stdout: ${clip(this.stdout.trim()) || '(none)'}\n  stderr: ${clip(this.stderr.trim()) || '(none)'}`;
   }
 
   /**
@@ -122,11 +133,11 @@ export class CPeer {
     }
   }
 
-  /** The first match of `pattern` in stdout, waiting (guarded) for it. */
+  /** The first match of `pattern` in the output (stdout and stderr), waiting (guarded) for it. */
   async line(pattern: RegExp, what: string): Promise<RegExpExecArray> {
     const wait = (async () => {
       for (;;) {
-        const m = pattern.exec(this.stdout);
+        const m = pattern.exec(this.output);
         if (m !== null) return m;
         await new Promise<void>((resolve) => this.#waiters.push(resolve));
       }
