@@ -264,7 +264,8 @@ export class TwoHosts {
   }
 
   /**
-   * Joins the hosts by a second veth pair ("a second NIC" in each host: uy{A,B}<pid>, 10.78.X.{1,2}/24),
+   * Joins the hosts by a second veth pair ("a second NIC" in each host: uy{A,B}<pid>, 10.77.X.{3,4}/24,
+   * the first pair's subnet: with a subnet of its own, UCX 1.13 failed even between two stock C programs),
    * for what depends on how many devices a host has. `remove()` takes it away again; `close()` does too.
    */
   addSecondLink(): { readonly a: Host; readonly b: Host; remove(): void } {
