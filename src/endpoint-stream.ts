@@ -14,6 +14,7 @@
 import { Duplex } from 'node:stream';
 import type { Endpoint } from './endpoint.js';
 import type { Request } from './request.js';
+import { ArgumentOutOfRangeError } from './internal/misuse-errors.js';
 
 export interface EndpointDuplexOptions {
   /** Bytes asked for per read (default 64 KiB). */
@@ -24,7 +25,7 @@ export interface EndpointDuplexOptions {
 
 export function createEndpointDuplex(endpoint: Endpoint, options: EndpointDuplexOptions = {}): Duplex {
   const readSize = options.readSize ?? 64 * 1024;
-  if (!Number.isSafeInteger(readSize) || readSize < 1) throw new RangeError(`readSize must be >= 1, got ${readSize}`);
+  if (!Number.isSafeInteger(readSize) || readSize < 1) throw new ArgumentOutOfRangeError(`readSize must be >= 1, got ${readSize}`);
   let pending: Request<number> | null = null;
   const onClose = (): void => {
     duplex.push(null);

@@ -1,7 +1,8 @@
 /**
  * Errors raised by ucxx-ts. A failed UCX operation is a `UcxError` carrying the UCS status (`status`, the
  * number) and its name (`code`, such as 'UCS_ERR_CONNECTION_RESET'), as a subclass per status like ucxx's
- * `ucxx::CanceledError`. Misuse of the API is a `TypeError`/`RangeError`, or one of the `UCXX_ERR_*`
+ * `ucxx::CanceledError`. Misuse of the API is an `InvalidArgumentError` (a TypeError, 'UCXX_ERR_INVALID_ARG'),
+ * an `ArgumentOutOfRangeError` (a RangeError, 'UCXX_ERR_OUT_OF_RANGE') or one of the other `UCXX_ERR_*`
  * errors below; every class has a stable `code`.
  */
 import { statusName } from './ffi/index.js';
@@ -11,6 +12,10 @@ export { RemoteKeyFormatError } from './internal/remote-key-format-error.js';
 export { WorkerAddressFormatError } from './internal/worker-address.js';
 export { UcxxHeaderFormatError, UcxxCudaFrameError, type UcxxHeaderKind } from './internal/ucxx-header-error.js';
 export { HandshakeError, MessageFormatError, type HandshakeFailure } from './ucxx-python/errors.js';
+// Misuse errors (defined apart, free of imports, so that every module can use them however early it loads).
+export {
+  InvalidArgumentError, ArgumentOutOfRangeError, InsufficientMemoryError, IllegalConstructorError, InvalidStateError,
+} from './internal/misuse-errors.js';
 
 /** A UCX operation failed with a UCS error status. */
 export class UcxError extends Error {

@@ -18,6 +18,7 @@ import { MessageFormatError } from './errors.js';
 import type { PeerTags } from './handshake.js';
 import { messageTag } from './peer-info.js';
 import { HEADER_BYTES, decodeHeader, encodeHeaders } from './tag-multi-header.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from '../internal/misuse-errors.js';
 
 const FULL_MASK = (1n << 64n) - 1n;
 
@@ -43,7 +44,7 @@ export interface UcxxPythonAllocatingRecvOptions extends UcxxPythonRecvOptions {
 
 function limitOf(options: UcxxPythonAllocatingRecvOptions): number {
   const max = options.maxBytes ?? bufferConstants.MAX_LENGTH;
-  if (typeof max !== 'number' || !(max >= 0)) throw new RangeError(`maxBytes must be a non-negative number, got ${String(max)}`);
+  if (typeof max !== 'number' || !(max >= 0)) throw new ArgumentOutOfRangeError(`maxBytes must be a non-negative number, got ${String(max)}`);
   return Math.min(max, bufferConstants.MAX_LENGTH);
 }
 
@@ -56,7 +57,8 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
   readonly msgTagRecv: bigint;
 
   /** @internal Made by `worker.connect(..., { handshake: 'ucxx-python' })` and the ucxx Python listener. */
-  constructor(endpoint: Endpoint, tags: PeerTags) {
+  constructor(token: typeof INTERNAL, endpoint: Endpoint, tags: PeerTags) {
+    checkConstructorToken(token, 'UcxxPythonEndpoint', "worker.connect(host, port, { handshake: 'ucxx-python' }) or its listener");
     this.endpoint = endpoint;
     this.msgTagSend = tags.msgTagSend;
     this.msgTagRecv = tags.msgTagRecv;
@@ -132,8 +134,8 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
    * list is a RangeError (ucxx sends nothing for it and its request never completes).
    */
   async sendMulti(buffers: readonly BufferSource[], options: UcxxPythonTagOptions = {}): Promise<void> {
-    if (!Array.isArray(buffers)) throw new TypeError('sendMulti takes an array of buffers');
-    if (buffers.length === 0) throw new RangeError('sendMulti needs at least one buffer');
+    if (!Array.isArray(buffers)) throw new InvalidArgumentError('sendMulti takes an array of buffers');
+    if (buffers.length === 0) throw new ArgumentOutOfRangeError('sendMulti needs at least one buffer');
     const tag = this.#sendTag(options);
     const sizes = buffers.map((b: BufferSource) => byteLengthOf(b, 'sendMulti buffer'));
     await this.#sendAll([...encodeHeaders(sizes), ...buffers], tag);
