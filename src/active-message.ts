@@ -25,7 +25,7 @@ import { copyPayload } from './internal/payload-slab.js';
 import { ClosedError } from './errors.js';
 import { Request, ResultKind } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
-import { asBytes, type BufferSource } from './internal/bytes.js';
+import { asBytes, type BufferSource, show } from './internal/bytes.js';
 import { post } from './internal/completions.js';
 import type { Endpoint } from './endpoint.js';
 import type { Worker } from './worker.js';
@@ -180,8 +180,9 @@ export class AmMessage {
    * tell the sender "done". No effect on eager messages or after `receive()`.
    */
   reject(status: number = UCS_ERR_REJECTED): void {
+    if (typeof status !== 'number') throw new InvalidArgumentError(`status must be a number, got ${typeof status}`);
     if (!Number.isInteger(status) || status >= 0 || status < -100) {
-      throw new ArgumentOutOfRangeError(`status must be a UCS error status (a negative integer), got ${status}`);
+      throw new ArgumentOutOfRangeError(`status must be a UCS error status (a negative integer), got ${show(status)}`);
     }
     if (this.#pending === null) return;
     forgottenMessages.unregister(this);
@@ -377,7 +378,7 @@ export class AmDispatcher {
 
 function checkId(id: number): void {
   if (!Number.isInteger(id) || id < 0 || id > AM_ID_MAX) {
-    throw new ArgumentOutOfRangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${String(id)}`);
+    throw new ArgumentOutOfRangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${show(id)}`);
   }
 }
 

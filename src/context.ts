@@ -167,6 +167,7 @@ export class Context {
    * latency; 'manual' to call `worker.progress()` yourself.
    */
   createWorker(options: WorkerOptions = {}): Worker {
+    options = optionsObject(options, 'createWorker options');
     const handle = this._liveHandle();
     const worker = new Worker(INTERNAL, this, handle, options, this.#features.includes('wakeup'));
     this.#workers.add(worker);

@@ -21,7 +21,7 @@ import {
 import { CanceledError, ClosedError, UcxError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
-import { asBytes, byteLengthOf, optionsObject, toTag, toU64, type BufferSource } from './internal/bytes.js';
+import { asBytes, byteLengthOf, optionsObject, toTag, toU64, type BufferSource, show } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { post } from './internal/completions.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
@@ -103,7 +103,7 @@ const ATOMIC_FETCH_MASK = ATOMIC_POST_MASK | Number(K.UCP_OP_ATTR_FIELD_REPLY_BU
 /** A value as an unsigned word of `width` bits (negative numbers wrap, as in C). */
 function toWord(value: number | bigint, width: 32 | 64, what: string): bigint {
   if (typeof value === 'number') {
-    if (!Number.isSafeInteger(value)) throw new ArgumentOutOfRangeError(`${what} must be an integer, got ${value}`);
+    if (!Number.isSafeInteger(value)) throw new ArgumentOutOfRangeError(`${what} must be an integer, got ${show(value)}`);
     value = BigInt(value);
   } else if (typeof value !== 'bigint') {
     throw new InvalidArgumentError(`${what} must be a number or a bigint`);
@@ -202,7 +202,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#peerMode = errorMode === null ? null : errorMode === 'peer';
     const closeTimeout = options.closeTimeout ?? 5000;
     if (typeof closeTimeout !== 'number' || !(closeTimeout >= 0)) {
-      throw new ArgumentOutOfRangeError(`closeTimeout must be a non-negative number of ms, got ${String(closeTimeout)}`);
+      throw new ArgumentOutOfRangeError(`closeTimeout must be a non-negative number of ms, got ${show(closeTimeout)}`);
     }
     this.#closeTimeout = closeTimeout;
     this.#id = endpoints.add(this);
@@ -403,6 +403,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     buffer: BufferSource | readonly BufferSource[], tag: bigint | number, tagMask: bigint | number = FULL_MASK,
     options: ReceiveOptions = {},
   ): Request<TagRecvInfo> {
+    options = optionsObject(options, 'tagRecv options');
     this._live('tagRecv');
     return this.#worker._tagRecv(buffer, tag, tagMask, this.#receives, options.signal);
   }
@@ -434,6 +435,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * ```
    */
   streamRecv(buffer: BufferSource, options: StreamRecvOptions = {}): Request<number> {
+    options = optionsObject(options, 'streamRecv options');
     const bytes = asBytes(buffer, 'streamRecv buffer');
     if (bytes.byteLength === 0) throw new ArgumentOutOfRangeError('streamRecv needs a buffer of at least 1 byte');
     if (this.#state !== 'open' && this.#streamStash.length > 0 && this.#streamQueue.length === 0) {
@@ -572,8 +574,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * ```
    */
   async *streamChunks(options: { chunkSize?: number; signal?: AbortSignal } = {}): AsyncGenerator<Uint8Array, void, undefined> {
+    options = optionsObject(options, 'streamChunks options');
     const chunkSize = options.chunkSize ?? 64 * 1024;
-    if (!Number.isSafeInteger(chunkSize) || chunkSize < 1) throw new ArgumentOutOfRangeError(`chunkSize must be >= 1, got ${chunkSize}`);
+    if (!Number.isSafeInteger(chunkSize) || chunkSize < 1) throw new ArgumentOutOfRangeError(`chunkSize must be >= 1, got ${show(chunkSize)}`);
     while (!this.closed && options.signal?.aborted !== true) {
       const chunk = new Uint8Array(chunkSize);
       let received: number;
@@ -615,7 +618,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     options = optionsObject(options, 'amSend options');
     const ep = this._live('amSend');
     if (!Number.isInteger(id) || id < 0 || id > AM_ID_MAX) {
-      throw new ArgumentOutOfRangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${String(id)}`);
+      throw new ArgumentOutOfRangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${show(id)}`);
     }
     const headerLength = header === null ? 0 : byteLengthOf(header, 'amSend header');
     if (headerLength > 0 && headerLength > this.#worker._maxAmHeader()) {
@@ -635,7 +638,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
         flags |= Number(K.UCP_AM_SEND_FLAG_RNDV);
         break;
       default:
-        throw new InvalidArgumentError(`protocol must be 'auto', 'eager' or 'rendezvous', got ${String(options.protocol)}`);
+        throw new InvalidArgumentError(`protocol must be 'auto', 'eager' or 'rendezvous', got ${show(options.protocol)}`);
     }
     const worker = this.#worker;
     const slot = worker._reserveId();
@@ -702,9 +705,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const ep = this._live('atomic');
     if (!(remoteKey instanceof RemoteKey)) throw new InvalidArgumentError('atomic: remoteKey must be a RemoteKey');
     const opcode = typeof op === 'string' && Object.hasOwn(ATOMIC_OPS, op) ? ATOMIC_OPS[op] : undefined;
-    if (opcode === undefined) throw new InvalidArgumentError(`atomic op must be one of ${Object.keys(ATOMIC_OPS).join(', ')}, got ${String(op)}`);
+    if (opcode === undefined) throw new InvalidArgumentError(`atomic op must be one of ${Object.keys(ATOMIC_OPS).join(', ')}, got ${show(op)}`);
     const width = options.width ?? (typeof value === 'bigint' ? 64 : 32);
-    if (width !== 32 && width !== 64) throw new ArgumentOutOfRangeError(`atomic width must be 32 or 64, got ${String(width)}`);
+    if (width !== 32 && width !== 64) throw new ArgumentOutOfRangeError(`atomic width must be 32 or 64, got ${show(width)}`);
     const bytes = width / 8;
     const fetch = op === 'swap' || op === 'cswap' || options.fetch === true;
     const rkey = remoteKey._handleFor(this, 'write');

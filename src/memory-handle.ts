@@ -17,7 +17,7 @@
  */
 import { CONSTANTS, OutCell, StructBuffer, addressOf, copyFromMemory, layouts, ucx, viewOfMemory } from './ffi/index.js';
 import { ClosedError, check } from './errors.js';
-import { asBytes, describe, optionsObject } from './internal/bytes.js';
+import { asBytes, describe, optionsObject, show } from './internal/bytes.js';
 import { checkAllocatable } from './internal/shm-capacity.js';
 import { RemoteKey } from './remote-key.js';
 import type { Context } from './context.js';
@@ -84,11 +84,11 @@ export class MemoryHandle {
   ) {
     checkConstructorToken(token, 'MemoryHandle', 'context.createMemoryHandle()');
     if (!Number.isSafeInteger(size) || size < 1) {
-      throw new ArgumentOutOfRangeError(`size must be a positive integer number of bytes, got ${String(size)}`);
+      throw new ArgumentOutOfRangeError(`size must be a positive integer number of bytes, got ${show(size)}`);
     }
     options = optionsObject(options, 'createMemoryHandle options');
     const access = options.access ?? 'read-write';
-    if (typeof access !== 'string' || !Object.hasOwn(PROT, access)) throw new InvalidArgumentError(`access must be 'read', 'write' or 'read-write', got ${String(access)}`);
+    if (typeof access !== 'string' || !Object.hasOwn(PROT, access)) throw new InvalidArgumentError(`access must be 'read', 'write' or 'read-write', got ${show(access)}`);
     const params = new StructBuffer(layouts.ucp_mem_map_params_t);
     let mask = K.UCP_MEM_MAP_PARAM_FIELD_LENGTH | K.UCP_MEM_MAP_PARAM_FIELD_PROT | K.UCP_MEM_MAP_PARAM_FIELD_FLAGS;
     params.setU64('length', size).setU32('prot', Number(PROT[access]));

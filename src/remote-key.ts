@@ -25,8 +25,8 @@ import {
 import { checkPackedRkeyAgainstReference } from './internal/packed-rkey.js';
 import { checkSharedMemoryRecords } from './internal/shm-rkey-check.js';
 import { endpointUnpacksRecord } from './internal/rkey-reach.js';
-import type { Endpoint } from './endpoint.js';
-import type { MemoryHandle } from './memory-handle.js';
+import { Endpoint } from './endpoint.js';
+import { MemoryHandle } from './memory-handle.js';
 import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 
 export type { RemoteKeyAccess } from './internal/serialized-remote-key.js';
@@ -202,6 +202,7 @@ export class RemoteKey {
  * ```
  */
 export function createRemoteKeyFromMemoryHandle(memoryHandle: MemoryHandle): RemoteKey {
+  if (!(memoryHandle instanceof MemoryHandle)) throw new InvalidArgumentError('memoryHandle must be a MemoryHandle');
   return memoryHandle.createRemoteKey();
 }
 
@@ -214,5 +215,6 @@ export function createRemoteKeyFromMemoryHandle(memoryHandle: MemoryHandle): Rem
  * ```
  */
 export function createRemoteKeyFromSerialized(endpoint: Endpoint, serialized: Uint8Array | ArrayBufferView | ArrayBuffer): RemoteKey {
+  if (!(endpoint instanceof Endpoint)) throw new InvalidArgumentError('createRemoteKeyFromSerialized: endpoint must be an Endpoint');
   return RemoteKey._fromSerialized(endpoint, serialized);
 }

@@ -15,7 +15,7 @@
 import { constants as bufferConstants } from 'node:buffer';
 import { MessageTruncatedError } from './errors.js';
 import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
-import { byteLengthOf, toTag, type BufferSource } from './internal/bytes.js';
+import { optionsObject, byteLengthOf, toTag, type BufferSource, show } from './internal/bytes.js';
 import {
   TAG_MULTI_HEADER_SIZE, decodeTagMultiHeader, encodeTagMultiHeaders,
 } from './internal/ucxx-tag-multi-header.js';
@@ -94,16 +94,17 @@ export function tagMultiRecv(
   worker: Worker, receiver: TagReceiver, tag: bigint | number, tagMask: bigint | number = FULL_MASK,
   options: TagMultiRecvOptions = {},
 ): Promise<Uint8Array[]> {
+  options = optionsObject(options, 'tagMultiRecv options');
   const t = toTag(tag, 'tag');
   const m = toTag(tagMask, 'tagMask');
   const cudaFrames = options.cudaFrames ?? 'error';
   if (cudaFrames !== 'error' && cudaFrames !== 'host') {
-    throw new InvalidArgumentError(`cudaFrames must be 'error' or 'host', got ${String(cudaFrames)}`);
+    throw new InvalidArgumentError(`cudaFrames must be 'error' or 'host', got ${show(cudaFrames)}`);
   }
   const maxFrames = options.maxFrames ?? 1_000_000;
-  if (!Number.isSafeInteger(maxFrames) || maxFrames < 1) throw new ArgumentOutOfRangeError(`maxFrames must be a positive integer, got ${String(maxFrames)}`);
+  if (!Number.isSafeInteger(maxFrames) || maxFrames < 1) throw new ArgumentOutOfRangeError(`maxFrames must be a positive integer, got ${show(maxFrames)}`);
   const maxBytes = options.maxBytes ?? 2 ** 30;
-  if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new ArgumentOutOfRangeError(`maxBytes must be a non-negative integer, got ${String(maxBytes)}`);
+  if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new ArgumentOutOfRangeError(`maxBytes must be a non-negative integer, got ${show(maxBytes)}`);
   const limits = { cudaFrames, maxFrames, maxBytes, signal: options.signal } as const;
 
   let perWorker = queues.get(worker);

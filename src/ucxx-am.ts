@@ -272,6 +272,7 @@ export function ucxxAmSend(endpoint: Endpoint, data: BufferSource | null, option
 
 /** The next ucxx active message from `endpoint` (see Endpoint.amRecv). */
 export function ucxxAmRecv(endpoint: Endpoint, options: { signal?: AbortSignal } = {}): Promise<UcxxAmMessage> {
+  options = optionsObject(options, 'amRecv options');
   return stateOf(endpoint.worker).amRecv(endpoint, options.signal);
 }
 

@@ -16,7 +16,7 @@ import { ClosedError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
 import { beginPost, completionCallbacks, endPost, inflight, post } from './internal/completions.js';
 import { ProgressEngine, type ProgressMode } from './internal/progress-engine.js';
-import { asBytes, byteLengthOf, optionsObject, toTag, type BufferSource } from './internal/bytes.js';
+import { asBytes, byteLengthOf, optionsObject, toTag, type BufferSource, show } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
 import { resolveSockaddr } from './internal/sockaddr.js';
@@ -80,7 +80,7 @@ function resolveErrorMode(option: ErrorHandlingMode | boolean | undefined, local
     case 'auto':
       return local() ? 'none' : 'peer';
     default:
-      throw new InvalidArgumentError(`errorHandling must be 'auto', 'peer', 'none' or a boolean, got ${String(option)}`);
+      throw new InvalidArgumentError(`errorHandling must be 'auto', 'peer', 'none' or a boolean, got ${show(option)}`);
   }
 }
 const FULL_MASK = (1n << 64n) - 1n;
@@ -177,11 +177,11 @@ export class Worker implements RequestHost {
     }
     const mode = options.progressMode ?? 'event';
     if (mode !== 'event' && mode !== 'polling' && mode !== 'manual') {
-      throw new InvalidArgumentError(`progressMode must be 'event', 'polling' or 'manual', got ${String(mode)}`);
+      throw new InvalidArgumentError(`progressMode must be 'event', 'polling' or 'manual', got ${show(mode)}`);
     }
     const busyPollUs = options.busyPollUs;
     if (busyPollUs !== undefined && !(typeof busyPollUs === 'number' && busyPollUs >= 0 && busyPollUs <= 1e7)) {
-      throw new ArgumentOutOfRangeError(`busyPollUs must be a number of microseconds in [0, 1e7], got ${String(busyPollUs)}`);
+      throw new ArgumentOutOfRangeError(`busyPollUs must be a number of microseconds in [0, 1e7], got ${show(busyPollUs)}`);
     }
     this.#context = context;
     const params = new StructBuffer(layouts.ucp_worker_params_t);
@@ -257,7 +257,7 @@ export class Worker implements RequestHost {
       throw new InvalidArgumentError(`progressUntil: timeoutMs must be a number of ms, got ${typeof timeoutMs}`);
     }
     if (!(timeoutMs >= 0)) {
-      throw new ArgumentOutOfRangeError(`progressUntil: timeoutMs must be a non-negative number of ms (or Infinity), got ${timeoutMs}`);
+      throw new ArgumentOutOfRangeError(`progressUntil: timeoutMs must be a non-negative number of ms (or Infinity), got ${show(timeoutMs)}`);
     }
     if (request.completed) return;
     const engine = this.#engine;
@@ -332,6 +332,7 @@ export class Worker implements RequestHost {
     buffer: BufferSource | readonly BufferSource[], tag: bigint | number, tagMask: bigint | number = FULL_MASK,
     options: ReceiveOptions = {},
   ): Request<TagRecvInfo> {
+    options = optionsObject(options, 'tagRecv options');
     return this._tagRecv(buffer, tag, tagMask, null, options.signal);
   }
 
@@ -393,6 +394,7 @@ export class Worker implements RequestHost {
    * ```
    */
   tagProbe(tag: bigint | number, tagMask: bigint | number = FULL_MASK, options: { remove?: boolean } = {}): TagProbeResult | null {
+    options = optionsObject(options, 'tagProbe options');
     const handle = this._live('Worker');
     const t = toTag(tag, 'tag');
     const m = toTag(tagMask, 'tagMask');
@@ -449,6 +451,7 @@ export class Worker implements RequestHost {
    * ```
    */
   amMessages(id: number, options: { signal?: AbortSignal } = {}): AsyncIterableIterator<AmMessage> {
+    options = optionsObject(options, 'amMessages options');
     this._live('Worker');
     return this.#am.iterate(id, options.signal);
   }
@@ -494,6 +497,7 @@ export class Worker implements RequestHost {
     options: ListenerOptions | UcxxPythonListenerOptions = {},
     onConnection?: ((endpoint: Endpoint) => void) | ((endpoint: UcxxPythonEndpoint) => void),
   ): Listener | UcxxPythonListener {
+    options = optionsObject(options, 'listen options');
     // Opt-in: ucxx Python's endpoint handshake on every accepted connection (src/ucxx-python).
     if ('handshake' in options && options.handshake !== undefined) {
       return listenUcxxPython(this, options, onConnection as (endpoint: UcxxPythonEndpoint) => void);
@@ -516,6 +520,7 @@ export class Worker implements RequestHost {
   connect(host: string, port: number, options: UcxxPythonConnectOptions): Promise<UcxxPythonEndpoint>;
   connect(host: string, port: number, options?: EndpointOptions): Promise<Endpoint>;
   async connect(host: string, port: number, options: EndpointOptions | UcxxPythonConnectOptions = {}): Promise<Endpoint | UcxxPythonEndpoint> {
+    options = optionsObject(options, 'connect options');
     // Opt-in: ucxx Python's endpoint handshake after the connection (src/ucxx-python).
     if ('handshake' in options && options.handshake !== undefined) return connectUcxxPython(this, host, port, options);
     this._live('Worker');
@@ -550,6 +555,7 @@ export class Worker implements RequestHost {
    * ```
    */
   connectToAddress(address: BufferSource, options: EndpointOptions = {}): Endpoint {
+    options = optionsObject(options, 'connectToAddress options');
     const handle = this._live('Worker');
     const bytes = asBytes(address, 'worker address');
     if (bytes.byteLength === 0) throw new ArgumentOutOfRangeError('worker address is empty');

@@ -66,7 +66,10 @@ export function byteLengthOf(memory: unknown, what: string): number {
     if (length === 0 && isDetached(memory)) throw detachedError(what);
     return length;
   }
-  if (typeof SharedArrayBuffer !== 'undefined' && memory instanceof SharedArrayBuffer) return memory.byteLength;
+  if (typeof SharedArrayBuffer !== 'undefined' && memory instanceof SharedArrayBuffer) {
+    // koffi takes views of a SharedArrayBuffer as pointers, not the SharedArrayBuffer itself.
+    throw new InvalidArgumentError(`${what}: pass a view of the SharedArrayBuffer (new Uint8Array(sab)), not the SharedArrayBuffer itself`);
+  }
   throw notMemory(memory, what);
 }
 
@@ -120,4 +123,19 @@ export function optionsObject<T extends object>(value: T | undefined, what: stri
     throw new InvalidArgumentError(`${what} must be an object, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`);
   }
   return value;
+}
+
+/** A value for an error message; never throws (a Symbol, a null-prototype object, a detached view...). */
+export function show(value: unknown): string {
+  try {
+    if (typeof value === 'string') return value.length > 64 ? `${JSON.stringify(value.slice(0, 64))}...` : JSON.stringify(value);
+    if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean' || value === undefined) {
+      return String(value);
+    }
+    if (typeof value === 'symbol') return value.toString();
+    if (typeof value === 'function') return 'a function';
+    return describe(value);
+  } catch {
+    return typeof value;
+  }
 }

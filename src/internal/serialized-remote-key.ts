@@ -49,6 +49,7 @@ import { RemoteKeyFormatError } from './remote-key-format-error.js';
 import { stdHashBytes } from './std-hash.js';
 import { parsePackedRkey, type ParsedPackedRkey, type ParsePackedRkeyOptions } from './packed-rkey.js';
 import { InvalidArgumentError, ArgumentOutOfRangeError } from './misuse-errors.js';
+import { show } from './bytes.js';
 
 export type RemoteKeyAccess = 'read' | 'write' | 'read-write';
 
@@ -79,7 +80,7 @@ function accessToFlags(access: RemoteKeyAccess): number {
     case 'read-write':
       return ACCESS_READ | ACCESS_WRITE;
     default:
-      throw new InvalidArgumentError(`access must be 'read', 'write' or 'read-write', not ${String(access)}`);
+      throw new InvalidArgumentError(`access must be 'read', 'write' or 'read-write', not ${show(access)}`);
   }
 }
 

@@ -2,6 +2,7 @@
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { InvalidArgumentError, ArgumentOutOfRangeError } from './misuse-errors.js';
+import { show } from './bytes.js';
 
 const AF_INET = 2;
 const AF_INET6 = 10;
@@ -13,7 +14,7 @@ export interface SocketAddress {
 
 function checkPort(port: number): void {
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new ArgumentOutOfRangeError(`port must be an integer in [0, 65535], got ${port}`);
+    throw new ArgumentOutOfRangeError(`port must be an integer in [0, 65535], got ${show(port)}`);
   }
 }
 

@@ -19,6 +19,7 @@
  */
 import { UcxxHeaderFormatError } from './ucxx-header-error.js';
 import { InvalidArgumentError, ArgumentOutOfRangeError } from './misuse-errors.js';
+import { show, optionsObject } from './bytes.js';
 
 /** What the receiver does with a rendezvous message in a memory type it has no allocator for. */
 export type AmMemoryTypePolicy = 'fallbackToHost' | 'errorOnUnsupported';
@@ -77,11 +78,11 @@ export function encodeAmOwner(owner: string): Uint8Array {
 /** A receiver-callback id as a u64 bigint. */
 export function toAmCallbackId(id: unknown): bigint {
   if (typeof id === 'number') {
-    if (!Number.isSafeInteger(id) || id < 0) throw new ArgumentOutOfRangeError(`the receiver-callback id must be a non-negative integer, got ${id}`);
+    if (!Number.isSafeInteger(id) || id < 0) throw new ArgumentOutOfRangeError(`the receiver-callback id must be a non-negative integer, got ${show(id)}`);
     return BigInt(id);
   }
   if (typeof id === 'bigint') {
-    if (id < 0n || id > U64_MAX) throw new ArgumentOutOfRangeError(`the receiver-callback id must fit in 64 bits, got ${id}`);
+    if (id < 0n || id > U64_MAX) throw new ArgumentOutOfRangeError(`the receiver-callback id must fit in 64 bits, got ${show(id)}`);
     return id;
   }
   throw new InvalidArgumentError(`the receiver-callback id must be a number or a bigint, got ${typeof id}`);
@@ -98,13 +99,14 @@ export interface EncodeAmHeaderOptions {
 
 /** The header bytes ucxx's `AmHeader::serialize` produces for these fields (the current format). */
 export function encodeUcxxAmHeader(options: EncodeAmHeaderOptions = {}): Uint8Array {
+  options = optionsObject(options, 'encodeUcxxAmHeader options');
   const memoryType = options.memoryType ?? 0;
   if (!Number.isInteger(memoryType) || memoryType < 0 || memoryType > AM_MEMORY_TYPE_MAX) {
-    throw new ArgumentOutOfRangeError(`memoryType must be a ucs_memory_type_t in [0, ${AM_MEMORY_TYPE_MAX}], got ${String(memoryType)}`);
+    throw new ArgumentOutOfRangeError(`memoryType must be a ucs_memory_type_t in [0, ${AM_MEMORY_TYPE_MAX}], got ${show(memoryType)}`);
   }
   const policy = POLICY_CODES[options.memoryTypePolicy ?? 'fallbackToHost'];
   if (policy === undefined) {
-    throw new InvalidArgumentError(`memoryTypePolicy must be 'fallbackToHost' or 'errorOnUnsupported', got ${String(options.memoryTypePolicy)}`);
+    throw new InvalidArgumentError(`memoryTypePolicy must be 'fallbackToHost' or 'errorOnUnsupported', got ${show(options.memoryTypePolicy)}`);
   }
   const info = options.receiverCallbackInfo ?? null;
   const owner = info === null ? null : encodeAmOwner(info.owner);

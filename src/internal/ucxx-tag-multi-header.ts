@@ -15,6 +15,7 @@
  */
 import { UcxxHeaderFormatError } from './ucxx-header-error.js';
 import { InvalidArgumentError, ArgumentOutOfRangeError } from './misuse-errors.js';
+import { show } from './bytes.js';
 
 /** Frames one header describes at most (ucxx's `HeaderFramesSize`). */
 export const TAG_MULTI_HEADER_FRAMES = 100;
@@ -48,6 +49,7 @@ export function encodeTagMultiHeaders(sizes: readonly number[], isCUDA?: readonl
     throw new ArgumentOutOfRangeError('tagMulti needs at least one frame: ucxx\'s protocol has no way to send zero ' +
       '(ucxx sends no header and its request never completes)');
   }
+  if (isCUDA !== undefined && !Array.isArray(isCUDA)) throw new InvalidArgumentError('tagMulti isCUDA flags must be an array');
   if (isCUDA !== undefined && isCUDA.length !== sizes.length) {
     throw new ArgumentOutOfRangeError(`tagMulti: ${sizes.length} sizes but ${isCUDA.length} isCUDA flags`);
   }
@@ -61,7 +63,7 @@ export function encodeTagMultiHeaders(sizes: readonly number[], isCUDA?: readonl
     for (let i = 0; i < count; i++) {
       const size = sizes[first + i];
       if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
-        throw new ArgumentOutOfRangeError(`tagMulti frame ${first + i}: size must be a non-negative safe integer, got ${String(size)}`);
+        throw new ArgumentOutOfRangeError(`tagMulti frame ${first + i}: size must be a non-negative safe integer, got ${show(size)}`);
       }
       view.setInt32(OFFSET_IS_CUDA + 4 * i, isCUDA?.[first + i] === true ? 1 : 0, true);
       view.setBigUint64(OFFSET_SIZE + 8 * i, BigInt(size), true);

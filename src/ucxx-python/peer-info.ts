@@ -14,6 +14,7 @@
 import { createHash } from 'node:crypto';
 import { HandshakeError } from './errors.js';
 import { InvalidArgumentError, ArgumentOutOfRangeError } from '../internal/misuse-errors.js';
+import { show } from '../internal/bytes.js';
 
 /** A Python value as `hash64bits` sees it: int (number or bigint), str, or bytes. */
 export type PyValue = bigint | number | string | Uint8Array;
@@ -64,7 +65,7 @@ export function pyRepr(value: PyValue | readonly PyValue[]): string {
   }
   if (typeof value === 'bigint') return value.toString(10);
   if (typeof value === 'number') {
-    if (!Number.isSafeInteger(value)) throw new ArgumentOutOfRangeError(`only integers are Python ints, got ${value}`);
+    if (!Number.isSafeInteger(value)) throw new ArgumentOutOfRangeError(`only integers are Python ints, got ${show(value)}`);
     return value.toString(10);
   }
   if (typeof value === 'string') {
@@ -107,11 +108,11 @@ export function pyHashInt(value: bigint | number): bigint {
  */
 export function messageTag(endpointTag: bigint, tag?: bigint | number, forceTag = false): bigint {
   if (tag === undefined) return endpointTag;
-  if (typeof tag === 'number' && !Number.isSafeInteger(tag)) throw new ArgumentOutOfRangeError(`tag must be an integer, got ${tag}`);
+  if (typeof tag === 'number' && !Number.isSafeInteger(tag)) throw new ArgumentOutOfRangeError(`tag must be an integer, got ${show(tag)}`);
   if (typeof tag !== 'number' && typeof tag !== 'bigint') throw new InvalidArgumentError('tag must be a number or a bigint');
   if (forceTag) {
     const t = BigInt(tag);
-    if (t < 0n || t > U64_MAX) throw new ArgumentOutOfRangeError(`a forced tag must be in [0, 2^64), got ${t}`);
+    if (t < 0n || t > U64_MAX) throw new ArgumentOutOfRangeError(`a forced tag must be in [0, 2^64), got ${show(t)}`);
     return t;
   }
   return hash64bits(endpointTag, pyHashInt(tag));
@@ -128,7 +129,7 @@ export function makeMsgTag(seed: Uint8Array, handle: bigint): bigint {
 /** The 16-byte peer information for `msgTag`: the tag and its checksum, little-endian u64s. */
 export function encodePeerInfo(msgTag: bigint): Uint8Array {
   if (typeof msgTag !== 'bigint' || msgTag < 0n || msgTag > U64_MAX) {
-    throw new ArgumentOutOfRangeError(`msgTag must be a bigint in [0, 2^64), got ${String(msgTag)}`);
+    throw new ArgumentOutOfRangeError(`msgTag must be a bigint in [0, 2^64), got ${show(msgTag)}`);
   }
   const out = new Uint8Array(PEER_INFO_BYTES);
   const view = new DataView(out.buffer);
