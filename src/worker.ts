@@ -595,9 +595,11 @@ export class Worker implements RequestHost {
     for (const request of this.#inflightRequests()) {
       if (request._handle !== null) ucx().ucp_request_cancel(handle, request._handle);
     }
+    // Rendezvous descriptors first: UCX 1.13 asserts (ucp_worker.inl:92) in ucp_am_data_release once
+    // the endpoint the message came through is closed.
+    this.#am.close();
     await Promise.all([...this.#endpoints].map((ep) => ep.close()));
     for (const listener of [...this.#listeners]) listener.close();
-    this.#am.close();
     this.#engine.progress();
     // Whatever UCX did not complete by now never will once the worker is gone.
     this.#engine.close();
