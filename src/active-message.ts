@@ -366,13 +366,17 @@ export class AmDispatcher {
   }
 
   /** Releases what UCX still holds for us and unregisters everything. */
-  close(): void {
+  /** Returns how many rendezvous descriptors it released. */
+  close(): number {
+    if (this.#closed) return 0;
     for (const id of [...this.#queues.keys()]) this.#endQueue(id);
+    const released = this._pending.size;
     for (const pending of [...this._pending]) pending.release();
     this.#closed = true;
     for (const id of this.#handlers.keys()) this.#register(id, false);
     this.#handlers.clear();
     dispatchers.delete(this.#slot);
+    return released;
   }
 }
 

@@ -592,12 +592,13 @@ export class Worker implements RequestHost {
   async #close(): Promise<void> {
     if (this.#handle === null) return;
     const handle = this.#handle;
+    // Rendezvous descriptors first, and progress while UCX tells their senders: UCX 1.13 asserts
+    // (ucp_worker.inl:92) in ucp_am_data_release once the endpoint the message came through is closed,
+    // and segfaults in ucp_rndv_ats_handler when the answer reaches a sender already cancelled.
+    if (this.#am.close() > 0) await this._progressUntil(() => false, 50);
     for (const request of this.#inflightRequests()) {
       if (request._handle !== null) ucx().ucp_request_cancel(handle, request._handle);
     }
-    // Rendezvous descriptors first: UCX 1.13 asserts (ucp_worker.inl:92) in ucp_am_data_release once
-    // the endpoint the message came through is closed.
-    this.#am.close();
     await Promise.all([...this.#endpoints].map((ep) => ep.close()));
     for (const listener of [...this.#listeners]) listener.close();
     this.#engine.progress();
