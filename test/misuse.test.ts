@@ -234,6 +234,45 @@ describe('misuse regressions (each one crashed, hung or was accepted before)', (
     }
   });
 
+  test('closing a context with a rendezvous active message still pending does not make UCX assert', () => {
+    const result = outcome(runChild(`
+      import * as ucxx from 'ucxx-ts';
+      const context = new ucxx.Context();
+      const worker = context.createWorker();
+      const ep = worker.connectToAddress(worker.getAddress());
+      await ep.flush();
+      let message;
+      worker.setAmHandler(7, (m) => { message = m; });
+      void ep.amSend(7, null, new Uint8Array(64 * 1024), { protocol: 'rendezvous' }).promise.catch(() => {});
+      while (message === undefined) await new Promise((resolve) => setTimeout(resolve, 1));
+      await context.close();
+      console.log(JSON.stringify({ rendezvous: message.rendezvous }));
+    `));
+    assert.deepEqual(result, { rendezvous: true });
+  });
+
+  test('an active message without a header for an id whose handler was removed is dropped, not a segfault', () => {
+    const result = outcome(runChild(`
+      import * as ucxx from 'ucxx-ts';
+      const context = new ucxx.Context();
+      const worker = context.createWorker();
+      const listener = worker.listen({ host: '127.0.0.1', port: 0 });
+      const accepted = listener[Symbol.asyncIterator]().next();
+      const client = await worker.connect('127.0.0.1', listener.port);
+      await accepted;
+      let handled = 0;
+      worker.setAmHandler(1, () => { handled++; });
+      await client.amSend(1, null, null);
+      while (handled === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+      worker.setAmHandler(1, null);
+      for (let i = 0; i < 3; i++) await client.amSend(1, null, null);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await context.close();
+      console.log(JSON.stringify({ handled }));
+    `));
+    assert.deepEqual(result, { handled: 1 });
+  });
+
   test('refuses UCX-allocated regions larger than the machine can back, before UCX fills /dev/shm', () => {
     const before = shmFiles();
     const result = outcome(runChild(`${WORLD}
@@ -264,3 +303,45 @@ function shmFiles(): string[] {
     return [];
   }
 }
+
+describe('misuse fuzz', () => {
+  test('every public function and method, called with generated wrong arguments, returns or fails with a coded error: no crash, no hang', async (t) => {
+    const child = spawn(process.execPath, ['--no-warnings', path.join(HERE, 'helpers', 'misuse-fuzz-child.js'), '0', '1'], {
+      cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr = (stderr + chunk).slice(-4000);
+    });
+    let lastCall = '(none yet)';
+    let done: string | undefined;
+    const violations: string[] = [];
+    let quietSince = Date.now();
+    const lines = createInterface({ input: child.stdout });
+    lines.on('line', (line) => {
+      quietSince = Date.now();
+      if (line.startsWith('C ')) lastCall = line.slice(2);
+      else if (line.startsWith('V ')) violations.push(line.slice(2));
+      else if (line.startsWith('D ') || line.startsWith('X ')) done = line;
+    });
+    // A call that blocks (a sync hang) stops the progress lines: the watchdog names it.
+    let hung = false;
+    const watchdog = setInterval(() => {
+      if (Date.now() - quietSince > 15_000) {
+        hung = true;
+        child.kill('SIGKILL');
+      }
+    }, 500);
+    const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+      child.on('close', (code, signal) => resolve({ code, signal }));
+    });
+    clearInterval(watchdog);
+    assert.equal(hung, false, `no progress for 15 s: the call that hung is ${lastCall}`);
+    assert.equal(exit.signal, null, `the child died by ${exit.signal} in ${lastCall}\n${stderr}`);
+    assert.ok(done?.startsWith('D '), `the fuzz did not finish (${done ?? `exit code ${exit.code}`}); last call ${lastCall}\n${stderr}`);
+    assert.deepEqual(violations, [], `${violations.length} calls failed without a coded error:\n${violations.slice(0, 40).join('\n')}`);
+    const [calls, pending, rebuilds] = (done as string).split(' ').slice(1).map(Number) as [number, number, number];
+    assert.ok(calls >= 5000, `only ${calls} calls`);
+    t.diagnostic(`${calls} calls, ${pending} left pending until their context closed, ${rebuilds} fixture rebuilds`);
+  });
+});
