@@ -17,7 +17,8 @@ import { MemoryHandle, type MemoryHandleOptions } from './memory-handle.js';
 import { parsePackedRkey } from './internal/packed-rkey.js';
 import { parseMdComponents } from './internal/shm-rkey-check.js';
 import { parseContextResources, type TransportResource } from './internal/context-info.js';
-import type { BufferSource } from './internal/bytes.js';
+import { describe, optionsObject, type BufferSource } from './internal/bytes.js';
+import { InvalidArgumentError, INTERNAL } from './internal/misuse-errors.js';
 
 /** UCP features a context can enable. */
 export type Feature = 'tag' | 'stream' | 'am' | 'rma' | 'amo32' | 'amo64' | 'wakeup';
@@ -110,15 +111,20 @@ export class Context {
    * option UCX refuses, UcxError when UCX cannot start.
    */
   constructor(options: ContextOptions = {}) {
+    options = optionsObject(options, 'Context options');
     const features = options.features ?? DEFAULT_FEATURES;
     if (!Array.isArray(features) || features.length === 0) {
-      throw new TypeError(`features must be a non-empty array of ${Object.keys(FEATURE_BITS).join(', ')}`);
+      throw new InvalidArgumentError(`features must be a non-empty array of ${Object.keys(FEATURE_BITS).join(', ')}`);
     }
     let bits = 0n;
     for (const feature of features) {
-      const b = FEATURE_BITS[feature as Feature];
-      if (b === undefined) throw new TypeError(`unknown feature ${JSON.stringify(feature)}`);
+      const b = typeof feature === 'string' && Object.hasOwn(FEATURE_BITS, feature) ? FEATURE_BITS[feature as Feature] : undefined;
+      if (b === undefined) throw new InvalidArgumentError(`unknown feature ${typeof feature === 'string' ? JSON.stringify(feature) : describe(feature)}`);
       bits |= b;
+    }
+    if (options.config !== undefined) optionsObject(options.config, 'Context config');
+    if (options.name !== undefined && typeof options.name !== 'string') {
+      throw new InvalidArgumentError(`the context name must be a string, got ${typeof options.name}`);
     }
     this.#features = Object.freeze([...features]);
     const failureTimeout = options.failureTimeout ?? DEFAULT_FAILURE_TIMEOUT;
@@ -136,6 +142,9 @@ export class Context {
     try {
       for (const [rawName, rawValue] of Object.entries(options.config ?? {})) {
         const name = rawName.startsWith('UCX_') ? rawName.slice(4) : rawName;
+        if (typeof rawValue !== 'string' && typeof rawValue !== 'number' && typeof rawValue !== 'boolean') {
+          throw new InvalidArgumentError(`UCX option ${rawName} must be a string, number or boolean, got ${typeof rawValue}`);
+        }
         const value = typeof rawValue === 'boolean' ? (rawValue ? 'y' : 'n') : String(rawValue);
         const status = api.ucp_config_modify(config, name, value);
         if (status !== 0) throw new ConfigError(status, name, value);
@@ -244,8 +253,9 @@ export class Context {
    * latency; 'manual' to call `worker.progress()` yourself.
    */
   createWorker(options: WorkerOptions = {}): Worker {
+    options = optionsObject(options, 'createWorker options');
     const handle = this._liveHandle();
-    const worker = new Worker(this, handle, options, this.#features.includes('wakeup'));
+    const worker = new Worker(INTERNAL, this, handle, options, this.#features.includes('wakeup'));
     this.#workers.add(worker);
     return worker;
   }
@@ -261,7 +271,7 @@ export class Context {
    */
   createMemoryHandle(size: number, buffer?: BufferSource | null, options: MemoryHandleOptions = {}): MemoryHandle {
     const handle = this._liveHandle();
-    const memoryHandle = new MemoryHandle(this, handle, size, buffer, options);
+    const memoryHandle = new MemoryHandle(INTERNAL, this, handle, size, buffer, options);
     this.#memoryHandles.add(memoryHandle);
     return memoryHandle;
   }

@@ -19,9 +19,9 @@ import {
   CONSTANTS, OutCell, StructBuffer, addressOf, withUcxLogsQuiet, captureStream, layouts, registerCallback, ucpVersion, ucx, statusOfPtr,
 } from './ffi/index.js';
 import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
-import { Request, ResultKind, type AnyRequest, type RequestOwner, type TagRecvInfo } from './request.js';
+import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestOwner, type TagRecvInfo } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
-import { asBytes, byteLengthOf, toTag, toU64, type BufferSource } from './internal/bytes.js';
+import { asBytes, byteLengthOf, optionsObject, toTag, toU64, type BufferSource, show } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { inflight, post } from './internal/completions.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
@@ -31,6 +31,7 @@ import { RemoteKey } from './remote-key.js';
 import type { Worker } from './worker.js';
 import { tagMultiRecv, tagMultiSend, type TagMultiRecvOptions } from './tag-multi.js';
 import { ucxxAmRecv, ucxxAmSend, type UcxxAmMessage, type UcxxAmSendOptions } from './ucxx-am.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 
 export interface StreamRecvOptions extends ReceiveOptions {
   /** Complete only when the buffer is full. Default false: complete with whatever arrived. */
@@ -112,14 +113,14 @@ const ATOMIC_FETCH_MASK = ATOMIC_POST_MASK | Number(K.UCP_OP_ATTR_FIELD_REPLY_BU
 /** A value as an unsigned word of `width` bits (negative numbers wrap, as in C). */
 function toWord(value: number | bigint, width: 32 | 64, what: string): bigint {
   if (typeof value === 'number') {
-    if (!Number.isSafeInteger(value)) throw new RangeError(`${what} must be an integer, got ${value}`);
+    if (!Number.isSafeInteger(value)) throw new ArgumentOutOfRangeError(`${what} must be an integer, got ${show(value)}`);
     value = BigInt(value);
   } else if (typeof value !== 'bigint') {
-    throw new TypeError(`${what} must be a number or a bigint`);
+    throw new InvalidArgumentError(`${what} must be a number or a bigint`);
   }
   const min = -(1n << BigInt(width - 1));
   const max = (1n << BigInt(width)) - 1n;
-  if (value < min || value > max) throw new RangeError(`${what} ${value} does not fit in ${width} bits`);
+  if (value < min || value > max) throw new ArgumentOutOfRangeError(`${what} ${value} does not fit in ${width} bits`);
   return BigInt.asUintN(width, value);
 }
 
@@ -179,6 +180,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
   #closing: Promise<void> | undefined;
   /** Remote keys unpacked on this endpoint: destroyed before the endpoint. */
   readonly #keys = new Set<RemoteKey>();
+  /** Their live `ucp_rkey_h` handles: the only ones the raw RMA form accepts. */
+  readonly #rkeyHandles = new Set<bigint>();
   /** Receives posted through this endpoint (they are worker-wide in UCP): cancelled when it closes. */
   readonly #receives = new Set<AnyRequest>();
   /** Stream bytes that arrived into receives cancelled after UCX had taken them. */
@@ -202,25 +205,28 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
   #stallSince = 0;
   #watchdog: NodeJS.Timeout | null = null;
 
-  /** @internal */
+  /** @internal (IllegalConstructorError from outside: use worker.connect(), connectToAddress() or a Listener) */
   static _create(
-    worker: Worker, workerHandle: bigint, options: EndpointOptions, errorMode: 'peer' | 'none' | null,
+    token: typeof INTERNAL, worker: Worker, workerHandle: bigint, options: EndpointOptions,
+    errorMode: 'peer' | 'none' | null,
     fill: (params: StructBuffer<keyof typeof layouts.ucp_ep_params_t.offsets>) => void, peer: string,
   ): Endpoint {
-    return new Endpoint(worker, workerHandle, options, errorMode, fill, peer);
+    return new Endpoint(token, worker, workerHandle, options, errorMode, fill, peer);
   }
 
   private constructor(
-    worker: Worker, workerHandle: bigint, options: EndpointOptions, errorMode: 'peer' | 'none' | null,
+    token: typeof INTERNAL, worker: Worker, workerHandle: bigint, options: EndpointOptions,
+    errorMode: 'peer' | 'none' | null,
     fill: (params: StructBuffer<keyof typeof layouts.ucp_ep_params_t.offsets>) => void, peer: string,
   ) {
+    checkConstructorToken(token, 'Endpoint', 'worker.connect(), worker.connectToAddress() or a Listener');
     super();
     this.#worker = worker;
     this.#peer = peer;
     this.#peerMode = errorMode === null ? null : errorMode === 'peer';
     const closeTimeout = options.closeTimeout ?? 5000;
     if (typeof closeTimeout !== 'number' || !(closeTimeout >= 0)) {
-      throw new RangeError(`closeTimeout must be a non-negative number of ms, got ${String(closeTimeout)}`);
+      throw new ArgumentOutOfRangeError(`closeTimeout must be a non-negative number of ms, got ${show(closeTimeout)}`);
     }
     this.#closeTimeout = closeTimeout;
     this.#failureTimeout = worker.context.failureTimeout;
@@ -304,7 +310,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
    *
    * - `memPut(source, remoteKey, offset = 0)`: at `offset` in the key's region; an `offset + length`
    *   outside the region is a RangeError, raised before anything reaches UCX.
-   * - `memPut(source, remoteAddress, rkeyHandle)`: ucxx's raw form, unchecked (no bounds, no access).
+   * - `memPut(source, remoteAddress, rkeyHandle)`: ucxx's raw form. `rkeyHandle` must be the
+   *   `getHandle()` of a live RemoteKey unpacked on this endpoint (any other value is an
+   *   InvalidArgumentError); the address is NOT checked against the key's region, nor the access
+   *   rights, as in ucxx: an address outside the region writes or reads wherever it points.
    *
    * Completion is local (the source may be reused); `flush()` makes the data visible at the target.
    *
@@ -347,12 +356,18 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
       address = target._remoteAddress(extra ?? 0, length);
     } else if (typeof target === 'bigint') {
       if (typeof extra !== 'bigint') {
-        throw new TypeError(`${what}(buffer, remoteAddress, rkeyHandle): rkeyHandle must be a bigint handle`);
+        throw new InvalidArgumentError(`${what}(buffer, remoteAddress, rkeyHandle): rkeyHandle must be a bigint handle`);
+      }
+      // UCX dereferences the handle: only a live key unpacked on this endpoint may reach it.
+      if (!this.#rkeyHandles.has(extra)) {
+        throw new InvalidArgumentError(
+          `${what}(buffer, remoteAddress, rkeyHandle): ${extra} is not the handle of a live RemoteKey unpacked on this endpoint`,
+        );
       }
       address = toU64(target, 'remoteAddress');
       rkey = extra;
     } else {
-      throw new TypeError(`${what}: the target must be a RemoteKey or a bigint remote address`);
+      throw new InvalidArgumentError(`${what}: the target must be a RemoteKey or a bigint remote address`);
     }
     const signal = options?.signal;
     if (signal?.aborted === true) return this.#worker._aborted(what);
@@ -424,17 +439,22 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     buffer: BufferSource | readonly BufferSource[], tag: bigint | number, tagMask: bigint | number = FULL_MASK,
     options: ReceiveOptions = {},
   ): Request<TagRecvInfo> {
+    options = optionsObject(options, 'tagRecv options');
     this._live('tagRecv');
     return this.#worker._tagRecv(buffer, tag, tagMask, this.#receives, options.signal);
   }
 
   /**
    * Sends bytes on the endpoint's stream (`ucp_stream_send_nbx`): an ordered byte stream with no
-   * message boundaries, as TCP. Completes when the buffer may be reused.
+   * message boundaries, as TCP. Completes when the buffer may be reused. An empty buffer sends nothing
+   * and completes at once.
    */
   streamSend(buffer: BufferSource, options?: OperationOptions): Request<void> {
     const ep = this._live('streamSend');
     const count = byteLengthOf(buffer, 'streamSend buffer');
+    // Nothing to send, and an empty stream message makes a UCX 1.13 receiver assert (stream_recv.c:442;
+    // docs/ucx-1.13-bugs/stream_empty_message.c): complete at once.
+    if (count === 0) return COMPLETED;
     const worker = this.#worker;
     const signal = options?.signal;
     if (signal?.aborted === true) return worker._aborted('streamSend');
@@ -454,11 +474,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
    * ```
    */
   streamRecv(buffer: BufferSource, options: StreamRecvOptions = {}): Request<number> {
+    options = optionsObject(options, 'streamRecv options');
     const bytes = asBytes(buffer, 'streamRecv buffer');
-    if (bytes.byteLength === 0) throw new RangeError('streamRecv needs a buffer of at least 1 byte');
+    if (bytes.byteLength === 0) throw new ArgumentOutOfRangeError('streamRecv needs a buffer of at least 1 byte');
     if (this.#state !== 'open' && this.#streamStash.length > 0 && this.#streamQueue.length === 0) {
       // The peer is gone, but bytes it sent before were read ahead: they are still the stream's.
-      const request = new Request<number>(null, ResultKind.Length, 'streamRecv', bytes);
+      const request = new Request<number>(INTERNAL, null, ResultKind.Length, 'streamRecv', bytes);
       request._settle(0, this.#takeStash(bytes), 0n);
       return request;
     }
@@ -469,7 +490,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
   }
 
   #queueStreamRecv(bytes: Uint8Array, waitAll: boolean, signal: AbortSignal | undefined, ahead: boolean): Request<number> {
-    const request = new Request<number>(null, ResultKind.Length, 'streamRecv', bytes);
+    const request = new Request<number>(INTERNAL, null, ResultKind.Length, 'streamRecv', bytes);
     const entry: StreamReceive = { request, bytes, waitAll, served: 0, ahead };
     this.#streamQueue.push(entry);
     request._group = this.#receives;
@@ -592,8 +613,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
    * ```
    */
   async *streamChunks(options: { chunkSize?: number; signal?: AbortSignal } = {}): AsyncGenerator<Uint8Array, void, undefined> {
+    options = optionsObject(options, 'streamChunks options');
     const chunkSize = options.chunkSize ?? 64 * 1024;
-    if (!Number.isSafeInteger(chunkSize) || chunkSize < 1) throw new RangeError(`chunkSize must be >= 1, got ${chunkSize}`);
+    if (!Number.isSafeInteger(chunkSize) || chunkSize < 1) throw new ArgumentOutOfRangeError(`chunkSize must be >= 1, got ${show(chunkSize)}`);
     while (!this.closed && options.signal?.aborted !== true) {
       const chunk = new Uint8Array(chunkSize);
       let received: number;
@@ -632,11 +654,17 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     if (typeof first !== 'number') return ucxxAmSend(this, first, second as UcxxAmSendOptions | undefined);
     const id = first;
     const header = (second ?? null) as BufferSource | null;
+    options = optionsObject(options, 'amSend options');
     const ep = this._live('amSend');
     if (!Number.isInteger(id) || id < 0 || id > AM_ID_MAX) {
-      throw new RangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${String(id)}`);
+      throw new ArgumentOutOfRangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${show(id)}`);
     }
     const headerLength = header === null ? 0 : byteLengthOf(header, 'amSend header');
+    if (headerLength > 0 && headerLength > this.#worker._maxAmHeader()) {
+      throw new ArgumentOutOfRangeError(
+        `amSend: the header has ${headerLength} bytes; this UCX accepts at most ${this.#worker._maxAmHeader()}`,
+      );
+    }
     const count = data === null ? 0 : byteLengthOf(data, 'amSend data');
     let flags = options.reply === true ? Number(K.UCP_AM_SEND_FLAG_REPLY) : 0;
     switch (options.protocol ?? 'auto') {
@@ -649,7 +677,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
         flags |= Number(K.UCP_AM_SEND_FLAG_RNDV);
         break;
       default:
-        throw new TypeError(`protocol must be 'auto', 'eager' or 'rendezvous', got ${String(options.protocol)}`);
+        throw new InvalidArgumentError(`protocol must be 'auto', 'eager' or 'rendezvous', got ${show(options.protocol)}`);
     }
     const worker = this.#worker;
     const signal = options.signal;
@@ -717,18 +745,18 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
    */
   atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: AtomicOptions = {}): Request<number | bigint | undefined> {
     const ep = this._live('atomic');
-    if (!(remoteKey instanceof RemoteKey)) throw new TypeError('atomic: remoteKey must be a RemoteKey');
-    const opcode = ATOMIC_OPS[op];
-    if (opcode === undefined) throw new TypeError(`atomic op must be one of ${Object.keys(ATOMIC_OPS).join(', ')}, got ${String(op)}`);
+    if (!(remoteKey instanceof RemoteKey)) throw new InvalidArgumentError('atomic: remoteKey must be a RemoteKey');
+    const opcode = typeof op === 'string' && Object.hasOwn(ATOMIC_OPS, op) ? ATOMIC_OPS[op] : undefined;
+    if (opcode === undefined) throw new InvalidArgumentError(`atomic op must be one of ${Object.keys(ATOMIC_OPS).join(', ')}, got ${show(op)}`);
     const width = options.width ?? (typeof value === 'bigint' ? 64 : 32);
-    if (width !== 32 && width !== 64) throw new RangeError(`atomic width must be 32 or 64, got ${String(width)}`);
+    if (width !== 32 && width !== 64) throw new ArgumentOutOfRangeError(`atomic width must be 32 or 64, got ${show(width)}`);
     const bytes = width / 8;
     const fetch = op === 'swap' || op === 'cswap' || options.fetch === true;
     const rkey = remoteKey._handleFor(this, 'write');
     if (fetch) remoteKey._handleFor(this, 'read');
     const address = remoteKey._remoteAddress(offset, bytes);
     if (typeof address === 'number' ? address % bytes !== 0 : address % BigInt(bytes) !== 0n) {
-      throw new RangeError(`atomic: the ${width}-bit word at offset ${offset} is not ${bytes}-byte aligned`);
+      throw new ArgumentOutOfRangeError(`atomic: the ${width}-bit word at offset ${offset} is not ${bytes}-byte aligned`);
     }
     const operand = toWord(value, width, 'value');
     const signal = options.signal;
@@ -746,7 +774,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
       reply = Buffer.allocUnsafe(8).fill(0);
       if (op === 'cswap') {
         const compare = options.compare;
-        if (compare === undefined) throw new TypeError("atomic 'cswap' needs options.compare");
+        if (compare === undefined) throw new InvalidArgumentError("atomic 'cswap' needs options.compare");
         // UCX: the operand buffer holds the value to compare with; the reply buffer the value to store.
         const expected = toWord(compare, width, 'compare');
         const view = new DataView(reply.buffer, reply.byteOffset, 8);
@@ -788,7 +816,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     signal: AbortSignal | undefined,
   ): Request<number | bigint | undefined> {
     const request = new Request<number | bigint | undefined>(
-      null, width === 64 ? ResultKind.Reply64 : ResultKind.Reply32, `atomic ${op}`, null,
+      INTERNAL, null, width === 64 ? ResultKind.Reply64 : ResultKind.Reply32, `atomic ${op}`, null,
     );
     const apply = (v: bigint): bigint => BigInt.asUintN(width, op === 'and' ? v & operand : op === 'or' ? v | operand : v ^ operand);
     const read = (v: number | bigint | undefined): bigint => BigInt(v ?? 0);
@@ -1036,13 +1064,15 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
   }
 
   /** @internal */
-  _keyUnpacked(key: RemoteKey): void {
+  _keyUnpacked(key: RemoteKey, rkey: bigint): void {
     this.#keys.add(key);
+    this.#rkeyHandles.add(rkey);
   }
 
-  /** @internal */
-  _keyClosed(key: RemoteKey): void {
+  /** @internal Called before the key's handle is destroyed. */
+  _keyClosed(key: RemoteKey, rkey: bigint | null): void {
     this.#keys.delete(key);
+    if (rkey !== null) this.#rkeyHandles.delete(rkey);
   }
 
   /** @internal Unpacks a packed rkey on this endpoint. */

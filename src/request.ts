@@ -13,6 +13,7 @@
  */
 import { UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
 import { CanceledError, errorFromStatus, type UcxError } from './errors.js';
+import { INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 
 /** What a completed tag receive reports. */
 export interface TagRecvInfo {
@@ -108,8 +109,9 @@ export class Request<T = void> implements PromiseLike<T> {
   /** @internal Settled for JavaScript while UCX still holds the request (see `_detachable`). */
   _detached = false;
 
-  /** @internal Requests are made by Worker and Endpoint. */
-  constructor(host: RequestHost | null, kind: ResultKind, what: string, keep: unknown) {
+  /** @internal Requests are made by Worker and Endpoint (IllegalConstructorError from outside). */
+  constructor(token: typeof INTERNAL, host: RequestHost | null, kind: ResultKind, what: string, keep: unknown) {
+    if (token !== INTERNAL) checkConstructorToken(token, 'Request', 'the Request an operation returns');
     this.#host = host;
     this.#kind = kind;
     this._what = what;
@@ -329,5 +331,5 @@ export class Request<T = void> implements PromiseLike<T> {
  * The Request returned by every operation without a result that UCX completed at once: it holds no
  * state that could change, so one instance serves them all and such an operation allocates nothing.
  */
-export const COMPLETED: Request<void> = new Request<void>(null, ResultKind.Void, 'completed operation', null);
+export const COMPLETED: Request<void> = new Request<void>(INTERNAL, null, ResultKind.Void, 'completed operation', null);
 COMPLETED._settle(UCS_OK, 0, 0n);
