@@ -90,7 +90,7 @@ export type ErrorHandlingMode = 'auto' | 'peer' | 'none';
 export interface EndpointOptions {
   /** Peer failure detection: see ErrorHandlingMode. Default 'auto'; accepted endpoints take the client's. */
   errorHandling?: ErrorHandlingMode | boolean;
-  /** How long a graceful `close()` may take before it is forced, in ms. Default 5000. */
+  /** How long `close()` waits for UCX to finish closing, in ms (then leaves it to the worker). Default 5000. */
   closeTimeout?: number;
 }
 
@@ -972,7 +972,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
 
   /**
    * Closes the endpoint: destroys the remote keys unpacked on it, cancels its receives, then closes
-   * gracefully (flushing), forcing the close when the peer is gone or `closeTimeout` passes. Idempotent.
+   * gracefully (flushing) or, when the peer is gone or operations are still in flight, forced (PEER mode;
+   * UCX refuses to force a NONE-mode endpoint). Operations still in flight then reject with
+   * CanceledError. Waits at most `closeTimeout`. Idempotent.
+   *
+   * ```ts
+   * await endpoint.close();
+   * ```
    */
   close(): Promise<void> {
     this.#closing ??= this.#close();
@@ -994,8 +1000,17 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     if (handle !== null && workerHandle !== null) {
       // Let cancellations and the flush inside a graceful close run.
       await this.#worker._progressUntil(() => this.#receives.size === 0, 1000);
-      let done = await this.#closeWith(handle, failed && this.#peerMode !== false);
-      if (!done && this.#peerMode !== false) done = await this.#closeWith(handle, true);
+      // One ucp_ep_close_nbx per endpoint: a second one on an endpoint whose first close is still
+      // flushing makes UCX 1.13 abort later (ucp_ep.c:437). So a close that would wait on operations in
+      // flight (a send nobody receives, RMA to a stopped peer) is forced from the start where UCX allows
+      // it (PEER mode); a graceful one that does not finish in closeTimeout is left to the worker.
+      const busy = this.#armed > 0 || this.#sending > 0;
+      await this.#closeWith(handle, (failed || busy) && this.#peerMode !== false);
+    }
+    // What UCX did not complete by now settles here; its buffers stay referenced until UCX lets go.
+    const closed = new CanceledError(`the endpoint to ${this.#peer} was closed`);
+    for (const request of inflight.values()) {
+      if (request._owner === this) request._failDetached(closed);
     }
     for (const request of [...this.#receives]) request._abandon('the endpoint was closed');
     this.#streamQueue.length = 0;
@@ -1006,14 +1021,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     this.emit('close');
   }
 
-  /** One ucp_ep_close_nbx attempt; true when the endpoint is gone. */
-  async #closeWith(handle: bigint, force: boolean): Promise<boolean> {
-    const { request, forced } = this.#postClose(handle, force);
-    if (request.completed) return true;
-    const finished = await this.#worker._progressUntil(() => request.completed, this.#closeTimeout);
-    // A forced close that did not finish is left to UCX (the worker's destruction releases it); a graceful
-    // one that did not finish is retried forced by the caller.
-    return finished || forced;
+  /** The ucp_ep_close_nbx of this endpoint, progressed for up to closeTimeout. */
+  async #closeWith(handle: bigint, force: boolean): Promise<void> {
+    const { request } = this.#postClose(handle, force);
+    if (request.completed) return;
+    // One that does not finish in time is left to UCX: the worker's destruction releases it.
+    await this.#worker._progressUntil(() => request.completed, this.#closeTimeout);
   }
 
   /**

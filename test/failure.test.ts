@@ -117,3 +117,31 @@ test('failureTimeout: checked, and it sets the TCP keepalive timers of the conte
   assert.equal(off.getConfig()['TCP_KEEPIDLE'], undefined);
   void off.close();
 });
+
+for (const errorHandling of ['none', 'peer'] as const) {
+  for (const closing of ['endpoint', 'context'] as const) {
+    test(`closing the ${closing} with sends the peer never matches (sync and rendezvous, '${errorHandling}' mode) neither aborts nor hangs`, async () => {
+      // The peer listens and receives nothing: a tagSendSync is never matched and a 4 MiB rendezvous send
+      // is never fetched. UCX 1.13 aborted (ucp_ep.c:437) when such an endpoint was closed twice.
+      const peer = Peer.start('rma-target', { kind: 'allocated', size: 4096 });
+      const ready = await peer.next('ready');
+      try {
+        const context = new Context();
+        const worker = context.createWorker();
+        const endpoint = await worker.connect('127.0.0.1', ready['port'] as number, { errorHandling });
+        const sync = endpoint.tagSendSync(new Uint8Array(8), 0x5e5en).promise;
+        const rendezvous = endpoint.tagSend(new Uint8Array(4 * MiB), 0x5e5en).promise;
+        const settled = Promise.allSettled([sync, rendezvous]);
+        await within(20_000, closing === 'endpoint' ? endpoint.close() : context.close(), `${closing}.close()`);
+        const results = await within(5_000, settled, 'the unmatched sends to settle');
+        for (const result of results) {
+          assert.equal(result.status, 'rejected', 'an unmatched send resolved');
+          assert.ok((result as PromiseRejectedResult).reason instanceof UcxError, String((result as PromiseRejectedResult).reason));
+        }
+        await within(10_000, context.close(), 'context.close()');
+      } finally {
+        await peer.stop();
+      }
+    });
+  }
+}
