@@ -33,6 +33,7 @@ export {
 } from './ucxx-python/index.js';
 export * from './errors.js';
 export type { BufferSource } from './internal/bytes.js';
+export { getDiagnostics, type UcxxDiagnostics } from './diagnostics.js';
 
 import { ucpVersion } from './ffi/index.js';
 

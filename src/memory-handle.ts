@@ -20,6 +20,7 @@ import { ClosedError, check } from './errors.js';
 import { asBytes, describe } from './internal/bytes.js';
 import { RemoteKey } from './remote-key.js';
 import type { Context } from './context.js';
+import { liveCounts } from './internal/live-counts.js';
 
 /** What a remote key for the region allows its holder to do. */
 export type MemoryAccess = 'read' | 'write' | 'read-write';
@@ -48,11 +49,14 @@ class Mapping {
   liveViews = 0;
   closed = false;
   unmapped = false;
-  constructor(readonly context: Context, readonly memh: bigint) {}
+  constructor(readonly context: Context, readonly memh: bigint) {
+    liveCounts.mappings++;
+  }
 
   release(): void {
     if (!this.closed || this.liveViews > 0 || this.unmapped) return;
     this.unmapped = true;
+    liveCounts.mappings--;
     this.context._unmap(this.memh);
   }
 }

@@ -27,6 +27,7 @@ import { checkSharedMemoryRecords } from './internal/shm-rkey-check.js';
 import { endpointUnpacksRecord } from './internal/rkey-reach.js';
 import type { Endpoint } from './endpoint.js';
 import type { MemoryHandle } from './memory-handle.js';
+import { liveCounts } from './internal/live-counts.js';
 
 export type { RemoteKeyAccess } from './internal/serialized-remote-key.js';
 
@@ -58,6 +59,7 @@ export class RemoteKey {
     this.#accessKnown = accessKnown;
     this.#endpoint = endpoint;
     this.#rkey = rkey;
+    if (rkey !== null) liveCounts.remoteKeys++;
   }
 
   /** @internal */
@@ -137,6 +139,7 @@ export class RemoteKey {
     if (this.#rkey !== null) {
       ucx().ucp_rkey_destroy(this.#rkey);
       this.#rkey = null;
+      liveCounts.remoteKeys--;
     }
     this.#endpoint?._keyClosed(this);
   }
