@@ -25,10 +25,11 @@ import { copyPayload } from './internal/payload-slab.js';
 import { ClosedError } from './errors.js';
 import { Request, ResultKind } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
-import { asBytes, type BufferSource } from './internal/bytes.js';
+import { asBytes, type BufferSource, show } from './internal/bytes.js';
 import { post } from './internal/completions.js';
 import type { Endpoint } from './endpoint.js';
 import type { Worker } from './worker.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 
 const K = CONSTANTS;
 const USER_DATA = layouts.ucp_request_param_t.offsets.user_data;
@@ -113,11 +114,12 @@ export class AmMessage {
   /** Set while the handler runs inside the UCX callback: the status to return to UCX. */
   _decision: number | null = null;
 
-  /** @internal */
+  /** @internal Received messages only (IllegalConstructorError otherwise). */
   constructor(
-    worker: Worker, workerHandle: bigint, id: number, header: Uint8Array, length: number,
+    token: typeof INTERNAL, worker: Worker, workerHandle: bigint, id: number, header: Uint8Array, length: number,
     data: Uint8Array | null, pending: PendingDescriptor | null, replyEndpoint: Endpoint | null,
   ) {
+    checkConstructorToken(token, 'AmMessage', 'worker.setAmHandler() or worker.amMessages()');
     this.#worker = worker;
     this.#workerHandle = workerHandle;
     this.id = id;
@@ -146,7 +148,7 @@ export class AmMessage {
   receive(buffer?: BufferSource): Request<Uint8Array> {
     const target = buffer === undefined ? null : asBytes(buffer, 'AM receive buffer');
     if (target !== null && target.byteLength < this.length) {
-      throw new RangeError(`the AM receive buffer has ${target.byteLength} bytes, the message ${this.length}`);
+      throw new ArgumentOutOfRangeError(`the AM receive buffer has ${target.byteLength} bytes, the message ${this.length}`);
     }
     if (this.#pending === null) {
       const data = this.#data ?? new Uint8Array(0);
@@ -155,14 +157,14 @@ export class AmMessage {
         target.set(data);
         result = target.subarray(0, data.byteLength);
       }
-      const request = new Request<Uint8Array>(null, ResultKind.Bytes, 'AM receive', null);
+      const request = new Request<Uint8Array>(INTERNAL, null, ResultKind.Bytes, 'AM receive', null);
       request._reply = result;
       request._settle(UCS_OK, result.byteLength, 0n);
       return request;
     }
     const descriptor = this.#pending.take();
     if (descriptor === null) {
-      throw new TypeError('the data of this rendezvous message was already received, rejected or released');
+      throw new InvalidStateError('the data of this rendezvous message was already received, rejected or released');
     }
     forgottenMessages.unregister(this);
     if (this._decision === null) this._decision = UCS_INPROGRESS;
@@ -183,8 +185,9 @@ export class AmMessage {
    * tell the sender "done". No effect on eager messages or after `receive()`.
    */
   reject(status: number = UCS_ERR_REJECTED): void {
+    if (typeof status !== 'number') throw new InvalidArgumentError(`status must be a number, got ${typeof status}`);
     if (!Number.isInteger(status) || status >= 0 || status < -100) {
-      throw new RangeError(`status must be a UCS error status (a negative integer), got ${status}`);
+      throw new ArgumentOutOfRangeError(`status must be a UCS error status (a negative integer), got ${show(status)}`);
     }
     if (this.#pending === null) return;
     forgottenMessages.unregister(this);
@@ -235,11 +238,12 @@ export class AmDispatcher {
 
   setHandler(id: number, handler: AmHandler | null): void {
     checkId(id);
-    if (handler !== null && typeof handler !== 'function') throw new TypeError('the AM handler must be a function');
+    if (handler !== null && typeof handler !== 'function') throw new InvalidArgumentError('the AM handler must be a function');
     this.#endQueue(id);
     if (handler === null) {
+      // The UCX registration stays (messages without a handler are dropped in _onMessage): UCX 1.13
+      // segfaults on an active message without a header for an id that has no handler.
       this.#handlers.delete(id);
-      this.#register(id, false);
       return;
     }
     this.#handlers.set(id, handler);
@@ -261,8 +265,7 @@ export class AmDispatcher {
     const end = (): void => {
       if (this.#queues.get(id) === queue) {
         this.#endQueue(id);
-        this.#handlers.delete(id);
-        if (this.#workerHandle !== null && this.#worker._handle !== null) this.#register(id, false);
+        this.#handlers.delete(id); // the UCX registration stays: see setHandler
       }
     };
     signal?.addEventListener('abort', end, { once: true });
@@ -335,7 +338,7 @@ export class AmDispatcher {
     const payload = rendezvous ? null : data === null || length === 0 ? EMPTY : copyPayload(data, length);
     const pending = rendezvous && data !== null ? new PendingDescriptor(this, data) : null;
     const message = new AmMessage(
-      this.#worker, this.#workerHandle, id, headerBytes, length, payload, pending, replyEndpoint,
+      INTERNAL, this.#worker, this.#workerHandle, id, headerBytes, length, payload, pending, replyEndpoint,
     );
     let result: void | Promise<void> = undefined;
     try {
@@ -368,19 +371,23 @@ export class AmDispatcher {
   }
 
   /** Releases what UCX still holds for us and unregisters everything. */
-  close(): void {
+  /** Returns how many rendezvous descriptors it released. */
+  close(): number {
+    if (this.#closed) return 0;
     for (const id of [...this.#queues.keys()]) this.#endQueue(id);
+    const released = this._pending.size;
     for (const pending of [...this._pending]) pending.release();
     this.#closed = true;
     for (const id of this.#handlers.keys()) this.#register(id, false);
     this.#handlers.clear();
     dispatchers.delete(this.#slot);
+    return released;
   }
 }
 
 function checkId(id: number): void {
   if (!Number.isInteger(id) || id < 0 || id > AM_ID_MAX) {
-    throw new RangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${String(id)}`);
+    throw new ArgumentOutOfRangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${show(id)}`);
   }
 }
 

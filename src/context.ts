@@ -16,7 +16,9 @@ import { Worker, type WorkerOptions } from './worker.js';
 import { MemoryHandle, type MemoryHandleOptions } from './memory-handle.js';
 import { parsePackedRkey } from './internal/packed-rkey.js';
 import { parseMdComponents } from './internal/shm-rkey-check.js';
-import type { BufferSource } from './internal/bytes.js';
+import { parseContextResources, type TransportResource } from './internal/context-info.js';
+import { describe, optionsObject, type BufferSource } from './internal/bytes.js';
+import { InvalidArgumentError, INTERNAL } from './internal/misuse-errors.js';
 
 /** UCP features a context can enable. */
 export type Feature = 'tag' | 'stream' | 'am' | 'rma' | 'amo32' | 'amo64' | 'wakeup';
@@ -45,6 +47,45 @@ export interface ContextOptions {
   config?: Readonly<Record<string, string | number | boolean>>;
   /** A name for UCX logs. */
   name?: string;
+  /**
+   * How long, in ms, a failed peer (killed, stopped, or cut off by the network) may go unnoticed before
+   * its endpoints fail: their pending operations reject (EndpointTimeoutError or the error UCX
+   * reported) and the endpoint emits 'error' then 'close'. Default 10_000; `Infinity` turns ucxx-ts's
+   * own watchdog off and leaves UCX's timers at their defaults (minutes on a cut link). It sets UCX's
+   * keepalive and TCP keepalive timers of this context (docs/reliability.md says which and why), and
+   * ucxx-ts's per-endpoint watchdog, for what those timers cannot see.
+   */
+  failureTimeout?: number;
+  /**
+   * Let a listener bind a port that a closed listener's connections still hold (UCX's CM
+   * `REUSEADDR`, SO_REUSEADDR on the listening socket only), so a restarted server gets its port back
+   * at once. Default true.
+   */
+  reuseAddress?: boolean;
+}
+
+/** The default of `ContextOptions.failureTimeout`, in ms. */
+export const DEFAULT_FAILURE_TIMEOUT = 10_000;
+
+/**
+ * The UCX settings that `failureTimeout` (ms) drives. Names without their table prefix: UCX 1.13's
+ * ucp_config_modify hands an unknown name to every transport's table as is, and the TCP tables name
+ * these KEEPIDLE/KEEPINTVL/KEEPCNT (with the prefix, `TCP_KEEPIDLE`, no table matches and UCX only warns
+ * "invalid configuration"). None of them changes lane selection or anything on the wire: timers only.
+ * - KEEPALIVE_INTERVAL: UCP's keepalive round (PEER-mode endpoints): a small message on an idle
+ *   connection, so that a dead TCP connection shows up as a send error.
+ * - KEEPIDLE/KEEPINTVL/KEEPCNT: the kernel's keepalive on UCX's TCP sockets (whole seconds, at least 1).
+ */
+export function failureTimeoutSettings(timeoutMs: number): Record<string, string> {
+  const seconds = Math.max(2, Math.floor(timeoutMs / 1000));
+  const idle = Math.max(1, Math.floor(seconds / 2));
+  const count = Math.max(1, seconds - idle);
+  return {
+    KEEPALIVE_INTERVAL: `${Math.max(100, Math.floor(timeoutMs / 4))}ms`,
+    KEEPIDLE: `${idle}s`,
+    KEEPINTVL: '1s',
+    KEEPCNT: String(count),
+  };
 }
 
 export class Context {
@@ -60,23 +101,39 @@ export class Context {
   #mdComponents: Map<number, string> | undefined;
   /** Transport-level options given in `config` (ucp_config_print shows only UCP's own). */
   readonly #transportConfig: Record<string, string> = {};
+  /** See ContextOptions.failureTimeout (ms; Infinity when off). */
+  readonly #failureTimeout: number;
+  /** What failureTimeout and reuseAddress set, under the names `ucx_info -c` shows. */
+  readonly #derivedConfig: Record<string, string> = {};
 
   /**
    * Creates a context. Throws UcxLibraryNotFoundError when libucp is not installed, ConfigError for an
    * option UCX refuses, UcxError when UCX cannot start.
    */
   constructor(options: ContextOptions = {}) {
+    options = optionsObject(options, 'Context options');
     const features = options.features ?? DEFAULT_FEATURES;
     if (!Array.isArray(features) || features.length === 0) {
-      throw new TypeError(`features must be a non-empty array of ${Object.keys(FEATURE_BITS).join(', ')}`);
+      throw new InvalidArgumentError(`features must be a non-empty array of ${Object.keys(FEATURE_BITS).join(', ')}`);
     }
     let bits = 0n;
     for (const feature of features) {
-      const b = FEATURE_BITS[feature as Feature];
-      if (b === undefined) throw new TypeError(`unknown feature ${JSON.stringify(feature)}`);
+      const b = typeof feature === 'string' && Object.hasOwn(FEATURE_BITS, feature) ? FEATURE_BITS[feature as Feature] : undefined;
+      if (b === undefined) throw new InvalidArgumentError(`unknown feature ${typeof feature === 'string' ? JSON.stringify(feature) : describe(feature)}`);
       bits |= b;
     }
+    if (options.config !== undefined) optionsObject(options.config, 'Context config');
+    if (options.name !== undefined && typeof options.name !== 'string') {
+      throw new InvalidArgumentError(`the context name must be a string, got ${typeof options.name}`);
+    }
     this.#features = Object.freeze([...features]);
+    const failureTimeout = options.failureTimeout ?? DEFAULT_FAILURE_TIMEOUT;
+    if (typeof failureTimeout !== 'number' || !(failureTimeout >= 100)) {
+      throw new RangeError(`failureTimeout must be a number of ms >= 100 (or Infinity), got ${String(failureTimeout)}`);
+    }
+    this.#failureTimeout = failureTimeout;
+    const reuseAddress = options.reuseAddress ?? true;
+    if (typeof reuseAddress !== 'boolean') throw new TypeError('reuseAddress must be a boolean');
     const api = ucx();
     const configOut = new OutCell();
     check(api.ucp_config_read(null, null, configOut.reset()), 'ucp_config_read');
@@ -85,10 +142,30 @@ export class Context {
     try {
       for (const [rawName, rawValue] of Object.entries(options.config ?? {})) {
         const name = rawName.startsWith('UCX_') ? rawName.slice(4) : rawName;
+        if (typeof rawValue !== 'string' && typeof rawValue !== 'number' && typeof rawValue !== 'boolean') {
+          throw new InvalidArgumentError(`UCX option ${rawName} must be a string, number or boolean, got ${typeof rawValue}`);
+        }
         const value = typeof rawValue === 'boolean' ? (rawValue ? 'y' : 'n') : String(rawValue);
         const status = api.ucp_config_modify(config, name, value);
         if (status !== 0) throw new ConfigError(status, name, value);
         requested.set(name, value);
+      }
+      // Our own defaults: never over what the user set, here or in the environment (UCX_*), under
+      // either spelling. Not checked against the option list: these spellings are known to match.
+      const derived: Record<string, string> = Number.isFinite(failureTimeout) ? failureTimeoutSettings(failureTimeout) : {};
+      // A name no table uses draws UCX's "invalid configuration" warning: leave the TCP ones out when
+      // the transports chosen leave TCP out.
+      if (!usesTcp(requested.get('TLS') ?? process.env['UCX_TLS'])) {
+        for (const name of ['KEEPIDLE', 'KEEPINTVL', 'KEEPCNT', 'CM_REUSEADDR']) delete derived[name];
+      }
+      if (reuseAddress) derived['CM_REUSEADDR'] = 'y';
+      for (const [name, value] of Object.entries(derived)) {
+        const spellings = name === 'KEEPALIVE_INTERVAL' ? [name] : name === 'CM_REUSEADDR'
+          ? [name, 'TCP_CM_REUSEADDR', 'RDMA_CM_REUSEADDR'] : [name, `TCP_${name}`];
+        if (spellings.some((n) => requested.has(n) || process.env[`UCX_${n}`] !== undefined)) continue;
+        const status = api.ucp_config_modify(config, name, value);
+        if (status !== 0) throw new ConfigError(status, name, value);
+        this.#derivedConfig[name === 'KEEPALIVE_INTERVAL' ? name : spellings[1] as string] = value;
       }
       const params = new StructBuffer(layouts.ucp_params_t);
       let mask = K.UCP_PARAM_FIELD_FEATURES;
@@ -132,6 +209,11 @@ export class Context {
     return this.#features;
   }
 
+  /** The bound on failure detection, in ms (Infinity when off): see ContextOptions.failureTimeout. */
+  get failureTimeout(): number {
+    return this.#failureTimeout;
+  }
+
   /** True once `close()` was called. */
   get closed(): boolean {
     return this.#closing !== undefined;
@@ -150,7 +232,20 @@ export class Context {
     this._liveHandle();
     const text = captureStream((stream) =>
       ucx().ucp_config_print(this.#config, stream, null, Number(K.UCS_CONFIG_PRINT_CONFIG)));
-    return { ...parseConfigLines(text), ...this.#transportConfig };
+    return { ...parseConfigLines(text), ...this.#derivedConfig, ...this.#transportConfig };
+  }
+
+  /**
+   * The transport resources UCX opened for this context (after `UCX_TLS`, `UCX_NET_DEVICES` and the
+   * features), as `ucx_info -d` lists them for a C program.
+   *
+   * ```ts
+   * for (const { transport, device } of context.getResources()) console.log(`${transport}/${device}`);
+   * ```
+   */
+  getResources(): TransportResource[] {
+    const handle = this._liveHandle();
+    return parseContextResources(captureStream((stream) => ucx().ucp_context_print_info(handle, stream)));
   }
 
   /**
@@ -158,8 +253,9 @@ export class Context {
    * latency; 'manual' to call `worker.progress()` yourself.
    */
   createWorker(options: WorkerOptions = {}): Worker {
+    options = optionsObject(options, 'createWorker options');
     const handle = this._liveHandle();
-    const worker = new Worker(this, handle, options, this.#features.includes('wakeup'));
+    const worker = new Worker(INTERNAL, this, handle, options, this.#features.includes('wakeup'));
     this.#workers.add(worker);
     return worker;
   }
@@ -175,7 +271,7 @@ export class Context {
    */
   createMemoryHandle(size: number, buffer?: BufferSource | null, options: MemoryHandleOptions = {}): MemoryHandle {
     const handle = this._liveHandle();
-    const memoryHandle = new MemoryHandle(this, handle, size, buffer, options);
+    const memoryHandle = new MemoryHandle(INTERNAL, this, handle, size, buffer, options);
     this.#memoryHandles.add(memoryHandle);
     return memoryHandle;
   }
@@ -270,6 +366,14 @@ export class Context {
     }
     return this.#rkeyReference;
   }
+}
+
+/** Whether a UCX_TLS value lets UCX use TCP (its transport or its connection manager). */
+function usesTcp(tls: string | undefined): boolean {
+  if (tls === undefined || tls.trim() === '') return true;
+  const names = tls.split(',').map((n) => n.trim().toLowerCase());
+  if (names[0]?.startsWith('^') === true) return !names.some((n) => n.replace(/^\^/, '') === 'tcp');
+  return names.some((n) => n === 'all' || n === 'tcp');
 }
 
 function parseConfigLines(text: string): Record<string, string> {

@@ -12,8 +12,11 @@
  * already put there go to the next receive) and leaves the endpoint open unless `closeEndpoint`.
  */
 import { Duplex } from 'node:stream';
-import type { Endpoint } from './endpoint.js';
+import { Endpoint } from './endpoint.js';
+import { InvalidArgumentError } from './internal/misuse-errors.js';
 import type { Request } from './request.js';
+import { ArgumentOutOfRangeError } from './internal/misuse-errors.js';
+import { optionsObject, show } from './internal/bytes.js';
 
 export interface EndpointDuplexOptions {
   /** Bytes asked for per read (default 64 KiB). */
@@ -23,8 +26,10 @@ export interface EndpointDuplexOptions {
 }
 
 export function createEndpointDuplex(endpoint: Endpoint, options: EndpointDuplexOptions = {}): Duplex {
+  if (!(endpoint instanceof Endpoint)) throw new InvalidArgumentError('createEndpointDuplex: endpoint must be an Endpoint');
+  options = optionsObject(options, 'createEndpointDuplex options');
   const readSize = options.readSize ?? 64 * 1024;
-  if (!Number.isSafeInteger(readSize) || readSize < 1) throw new RangeError(`readSize must be >= 1, got ${readSize}`);
+  if (!Number.isSafeInteger(readSize) || readSize < 1) throw new ArgumentOutOfRangeError(`readSize must be >= 1, got ${show(readSize)}`);
   let pending: Request<number> | null = null;
   const onClose = (): void => {
     duplex.push(null);

@@ -16,14 +16,14 @@
  */
 import { EventEmitter } from 'node:events';
 import {
-  CONSTANTS, OutCell, StructBuffer, addressOf, captureStream, layouts, registerCallback, ucpVersion, ucx, statusOfPtr,
+  CONSTANTS, OutCell, StructBuffer, addressOf, withUcxLogsQuiet, captureStream, layouts, registerCallback, ucpVersion, ucx, statusOfPtr,
 } from './ffi/index.js';
-import { CanceledError, ClosedError, UcxError, check, errorFromStatus } from './errors.js';
-import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
+import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
+import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestOwner, type TagRecvInfo } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
-import { asBytes, byteLengthOf, toTag, toU64, type BufferSource } from './internal/bytes.js';
+import { asBytes, byteLengthOf, optionsObject, toTag, toU64, type BufferSource, show } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
-import { post } from './internal/completions.js';
+import { inflight, post } from './internal/completions.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
 import { AM_ID_MAX } from './active-message.js';
 import type { ReceiveOptions } from './worker.js';
@@ -31,13 +31,24 @@ import { RemoteKey } from './remote-key.js';
 import type { Worker } from './worker.js';
 import { tagMultiRecv, tagMultiSend, type TagMultiRecvOptions } from './tag-multi.js';
 import { ucxxAmRecv, ucxxAmSend, type UcxxAmMessage, type UcxxAmSendOptions } from './ucxx-am.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 
 export interface StreamRecvOptions extends ReceiveOptions {
   /** Complete only when the buffer is full. Default false: complete with whatever arrived. */
   waitAll?: boolean;
 }
 
-export interface AmSendOptions {
+/** Options every operation takes. */
+export interface OperationOptions {
+  /**
+   * Aborting settles the operation at once with CanceledError (see `Request.cancel()`: UCX 1.13 cannot
+   * withdraw a send, RMA or flush, so it may still take effect, and its buffer stays referenced until
+   * UCX is done). Costs nothing when absent.
+   */
+  signal?: AbortSignal;
+}
+
+export interface AmSendOptions extends OperationOptions {
   /** 'eager', 'rendezvous', or 'auto' (default: UCX decides by size). */
   protocol?: 'auto' | 'eager' | 'rendezvous';
   /** Let the receiver answer on `msg.replyEndpoint`. */
@@ -50,7 +61,7 @@ const ATOMIC_LABEL: Readonly<Record<AtomicOp, string>> = {
   add: 'atomic add', and: 'atomic and', or: 'atomic or', xor: 'atomic xor', swap: 'atomic swap', cswap: 'atomic cswap',
 };
 
-export interface AtomicOptions {
+export interface AtomicOptions extends OperationOptions {
   /** Operand width; default 64 for a bigint value, 32 for a number. */
   width?: 32 | 64;
   /** Resolve with the previous value (always on for 'swap' and 'cswap'). */
@@ -102,14 +113,14 @@ const ATOMIC_FETCH_MASK = ATOMIC_POST_MASK | Number(K.UCP_OP_ATTR_FIELD_REPLY_BU
 /** A value as an unsigned word of `width` bits (negative numbers wrap, as in C). */
 function toWord(value: number | bigint, width: 32 | 64, what: string): bigint {
   if (typeof value === 'number') {
-    if (!Number.isSafeInteger(value)) throw new RangeError(`${what} must be an integer, got ${value}`);
+    if (!Number.isSafeInteger(value)) throw new ArgumentOutOfRangeError(`${what} must be an integer, got ${show(value)}`);
     value = BigInt(value);
   } else if (typeof value !== 'bigint') {
-    throw new TypeError(`${what} must be a number or a bigint`);
+    throw new InvalidArgumentError(`${what} must be a number or a bigint`);
   }
   const min = -(1n << BigInt(width - 1));
   const max = (1n << BigInt(width)) - 1n;
-  if (value < min || value > max) throw new RangeError(`${what} ${value} does not fit in ${width} bits`);
+  if (value < min || value > max) throw new ArgumentOutOfRangeError(`${what} ${value} does not fit in ${width} bits`);
   return BigInt.asUintN(width, value);
 }
 
@@ -158,7 +169,7 @@ export interface EndpointEvents {
   close: [];
 }
 
-export class Endpoint extends EventEmitter<EndpointEvents> {
+export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwner {
   readonly #worker: Worker;
   #handle: bigint | null;
   readonly #id: number;
@@ -174,6 +185,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   #closing: Promise<void> | undefined;
   /** Remote keys unpacked on this endpoint: destroyed before the endpoint. */
   readonly #keys = new Set<RemoteKey>();
+  /** Their live `ucp_rkey_h` handles: the only ones the raw RMA form accepts. */
+  readonly #rkeyHandles = new Set<bigint>();
   /** Receives posted through this endpoint (they are worker-wide in UCP): cancelled when it closes. */
   readonly #receives = new Set<AnyRequest>();
   /** Stream bytes that arrived into receives cancelled after UCX had taken them. */
@@ -182,28 +195,46 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   readonly #streamQueue: StreamReceive[] = [];
   /** The one stream receive posted to UCX, if any. */
   #streamActive: AnyRequest | null = null;
+  /** The context's failureTimeout (ms; Infinity: no watchdog). */
+  readonly #failureTimeout: number;
+  /** Operations in flight that only the peer's UCX has to answer (RMA, atomics, flush): they arm the watchdog. */
+  #armed = 0;
+  /** Sends in flight (not watched themselves: see #inFlight). */
+  #sending = 0;
+  /** The watchdog's own flush, while in flight. */
+  #probe: Request<void> | null = null;
+  /** Operations of this endpoint settled so far: the watchdog's sign of life. */
+  #progress = 0;
+  /** #progress at the watchdog's last look, and since when it has not moved. */
+  #seen = -1;
+  #stallSince = 0;
+  #watchdog: NodeJS.Timeout | null = null;
 
-  /** @internal */
+  /** @internal (IllegalConstructorError from outside: use worker.connect(), connectToAddress() or a Listener) */
   static _create(
-    worker: Worker, workerHandle: bigint, options: EndpointOptions, errorMode: 'peer' | 'none' | null,
+    token: typeof INTERNAL, worker: Worker, workerHandle: bigint, options: EndpointOptions,
+    errorMode: 'peer' | 'none' | null,
     fill: (params: StructBuffer<keyof typeof layouts.ucp_ep_params_t.offsets>) => void, peer: string,
   ): Endpoint {
-    return new Endpoint(worker, workerHandle, options, errorMode, fill, peer);
+    return new Endpoint(token, worker, workerHandle, options, errorMode, fill, peer);
   }
 
   private constructor(
-    worker: Worker, workerHandle: bigint, options: EndpointOptions, errorMode: 'peer' | 'none' | null,
+    token: typeof INTERNAL, worker: Worker, workerHandle: bigint, options: EndpointOptions,
+    errorMode: 'peer' | 'none' | null,
     fill: (params: StructBuffer<keyof typeof layouts.ucp_ep_params_t.offsets>) => void, peer: string,
   ) {
+    checkConstructorToken(token, 'Endpoint', 'worker.connect(), worker.connectToAddress() or a Listener');
     super();
     this.#worker = worker;
     this.#peer = peer;
     this.#peerMode = errorMode === null ? null : errorMode === 'peer';
     const closeTimeout = options.closeTimeout ?? 5000;
     if (typeof closeTimeout !== 'number' || !(closeTimeout >= 0)) {
-      throw new RangeError(`closeTimeout must be a non-negative number of ms, got ${String(closeTimeout)}`);
+      throw new ArgumentOutOfRangeError(`closeTimeout must be a non-negative number of ms, got ${show(closeTimeout)}`);
     }
     this.#closeTimeout = closeTimeout;
+    this.#failureTimeout = worker.context.failureTimeout;
     this.#id = endpoints.add(this);
     const params = new StructBuffer(layouts.ucp_ep_params_t);
     // The error callback in every mode: UCX reports what it does see (a closed client-server connection)
@@ -284,7 +315,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    *
    * - `memPut(source, remoteKey, offset = 0)`: at `offset` in the key's region; an `offset + length`
    *   outside the region is a RangeError, raised before anything reaches UCX.
-   * - `memPut(source, remoteAddress, rkeyHandle)`: ucxx's raw form, unchecked (no bounds, no access).
+   * - `memPut(source, remoteAddress, rkeyHandle)`: ucxx's raw form. `rkeyHandle` must be the
+   *   `getHandle()` of a live RemoteKey unpacked on this endpoint (any other value is an
+   *   InvalidArgumentError); the address is NOT checked against the key's region, nor the access
+   *   rights, as in ucxx: an address outside the region writes or reads wherever it points.
    *
    * Completion is local (the source may be reused); `flush()` makes the data visible at the target.
    *
@@ -293,10 +327,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * await ep.flush();
    * ```
    */
-  memPut(source: BufferSource, remoteKey: RemoteKey, offset?: number | bigint): Request<void>;
-  memPut(source: BufferSource, remoteAddress: bigint, rkeyHandle: bigint): Request<void>;
-  memPut(source: BufferSource, target: RemoteKey | bigint, extra?: number | bigint): Request<void> {
-    return this.#rma(true, source, target, extra);
+  memPut(source: BufferSource, remoteKey: RemoteKey, offset?: number | bigint, options?: OperationOptions): Request<void>;
+  memPut(source: BufferSource, remoteAddress: bigint, rkeyHandle: bigint, options?: OperationOptions): Request<void>;
+  memPut(source: BufferSource, target: RemoteKey | bigint, extra?: number | bigint, options?: OperationOptions): Request<void> {
+    return this.#rma(true, source, target, extra, options);
   }
 
   /**
@@ -307,13 +341,16 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * await ep.memGet(back, key, 64);
    * ```
    */
-  memGet(destination: BufferSource, remoteKey: RemoteKey, offset?: number | bigint): Request<void>;
-  memGet(destination: BufferSource, remoteAddress: bigint, rkeyHandle: bigint): Request<void>;
-  memGet(destination: BufferSource, target: RemoteKey | bigint, extra?: number | bigint): Request<void> {
-    return this.#rma(false, destination, target, extra);
+  memGet(destination: BufferSource, remoteKey: RemoteKey, offset?: number | bigint, options?: OperationOptions): Request<void>;
+  memGet(destination: BufferSource, remoteAddress: bigint, rkeyHandle: bigint, options?: OperationOptions): Request<void>;
+  memGet(destination: BufferSource, target: RemoteKey | bigint, extra?: number | bigint, options?: OperationOptions): Request<void> {
+    return this.#rma(false, destination, target, extra, options);
   }
 
-  #rma(put: boolean, memory: BufferSource, target: RemoteKey | bigint, extra: number | bigint | undefined): Request<void> {
+  #rma(
+    put: boolean, memory: BufferSource, target: RemoteKey | bigint, extra: number | bigint | undefined,
+    options: OperationOptions | undefined,
+  ): Request<void> {
     const what = put ? 'memPut' : 'memGet';
     const ep = this._live(what);
     const length = byteLengthOf(memory, put ? 'memPut source' : 'memGet destination');
@@ -324,19 +361,28 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       address = target._remoteAddress(extra ?? 0, length);
     } else if (typeof target === 'bigint') {
       if (typeof extra !== 'bigint') {
-        throw new TypeError(`${what}(buffer, remoteAddress, rkeyHandle): rkeyHandle must be a bigint handle`);
+        throw new InvalidArgumentError(`${what}(buffer, remoteAddress, rkeyHandle): rkeyHandle must be a bigint handle`);
+      }
+      // UCX dereferences the handle: only a live key unpacked on this endpoint may reach it.
+      if (!this.#rkeyHandles.has(extra)) {
+        throw new InvalidArgumentError(
+          `${what}(buffer, remoteAddress, rkeyHandle): ${extra} is not the handle of a live RemoteKey unpacked on this endpoint`,
+        );
       }
       address = toU64(target, 'remoteAddress');
       rkey = extra;
     } else {
-      throw new TypeError(`${what}: the target must be a RemoteKey or a bigint remote address`);
+      throw new InvalidArgumentError(`${what}: the target must be a RemoteKey or a bigint remote address`);
     }
+    const signal = options?.signal;
+    if (signal?.aborted === true) return this.#worker._aborted(what);
     const worker = this.#worker;
     const id = worker._reserveId();
     const param = worker._params.send;
     param.buffer.writeUInt32LE(id, REQ.user_data);
     const fn = put ? ucx().ucp_put_nbx : ucx().ucp_get_nbx;
-    return worker._trackVoid(id, fn(ep, memory, length, address, rkey, param.address), what, memory);
+    const request = worker._trackVoid(id, fn(ep, memory, length, address, rkey, param.address), what, memory);
+    return request.completed ? request : this.#inFlight(request, true, signal);
   }
 
   /**
@@ -348,19 +394,21 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * await ep.tagSend([header, body], 8n);
    * ```
    */
-  tagSend(buffer: BufferSource | readonly BufferSource[], tag: bigint | number): Request<void> {
-    return this.#tagSend(buffer, tag, false);
+  tagSend(buffer: BufferSource | readonly BufferSource[], tag: bigint | number, options?: OperationOptions): Request<void> {
+    return this.#tagSend(buffer, tag, false, options);
   }
 
   /**
    * Like `tagSend`, but completes only once the receiver has matched the message with a receive
    * (`ucp_tag_send_sync_nbx`).
    */
-  tagSendSync(buffer: BufferSource | readonly BufferSource[], tag: bigint | number): Request<void> {
-    return this.#tagSend(buffer, tag, true);
+  tagSendSync(buffer: BufferSource | readonly BufferSource[], tag: bigint | number, options?: OperationOptions): Request<void> {
+    return this.#tagSend(buffer, tag, true, options);
   }
 
-  #tagSend(buffer: BufferSource | readonly BufferSource[], tag: bigint | number, sync: boolean): Request<void> {
+  #tagSend(
+    buffer: BufferSource | readonly BufferSource[], tag: bigint | number, sync: boolean, options: OperationOptions | undefined,
+  ): Request<void> {
     const what = sync ? 'tagSendSync' : 'tagSend';
     const ep = this._live(what);
     const t = toTag(tag, 'tag');
@@ -379,10 +427,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       count = byteLengthOf(buffer, sync ? 'tagSendSync buffer' : 'tagSend buffer');
       param = worker._params.send;
     }
+    const signal = options?.signal;
+    if (signal?.aborted === true) return worker._aborted(what);
     const id = worker._reserveId();
     param.buffer.writeUInt32LE(id, REQ.user_data);
     const fn = sync ? ucx().ucp_tag_send_sync_nbx : ucx().ucp_tag_send_nbx;
-    return worker._trackVoid(id, fn(ep, data as Buffer, count, t, param.address), what, data === buffer ? buffer : [buffer, data]);
+    const request = worker._trackVoid(id, fn(ep, data as Buffer, count, t, param.address), what, data === buffer ? buffer : [buffer, data]);
+    return request.completed ? request : this.#inFlight(request, false, signal);
   }
 
   /**
@@ -393,22 +444,30 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     buffer: BufferSource | readonly BufferSource[], tag: bigint | number, tagMask: bigint | number = FULL_MASK,
     options: ReceiveOptions = {},
   ): Request<TagRecvInfo> {
+    options = optionsObject(options, 'tagRecv options');
     this._live('tagRecv');
     return this.#worker._tagRecv(buffer, tag, tagMask, this.#receives, options.signal);
   }
 
   /**
    * Sends bytes on the endpoint's stream (`ucp_stream_send_nbx`): an ordered byte stream with no
-   * message boundaries, as TCP. Completes when the buffer may be reused.
+   * message boundaries, as TCP. Completes when the buffer may be reused. An empty buffer sends nothing
+   * and completes at once.
    */
-  streamSend(buffer: BufferSource): Request<void> {
+  streamSend(buffer: BufferSource, options?: OperationOptions): Request<void> {
     const ep = this._live('streamSend');
     const count = byteLengthOf(buffer, 'streamSend buffer');
+    // Nothing to send, and an empty stream message makes a UCX 1.13 receiver assert (stream_recv.c:442;
+    // docs/ucx-1.13-bugs/stream_empty_message.c): complete at once.
+    if (count === 0) return COMPLETED;
     const worker = this.#worker;
+    const signal = options?.signal;
+    if (signal?.aborted === true) return worker._aborted('streamSend');
     const id = worker._reserveId();
     const param = worker._params.send;
     param.buffer.writeUInt32LE(id, REQ.user_data);
-    return worker._trackVoid(id, ucx().ucp_stream_send_nbx(ep, buffer, count, param.address), 'streamSend', buffer);
+    const request = worker._trackVoid(id, ucx().ucp_stream_send_nbx(ep, buffer, count, param.address), 'streamSend', buffer);
+    return request.completed ? request : this.#inFlight(request, false, signal);
   }
 
   /**
@@ -420,11 +479,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * ```
    */
   streamRecv(buffer: BufferSource, options: StreamRecvOptions = {}): Request<number> {
+    options = optionsObject(options, 'streamRecv options');
     const bytes = asBytes(buffer, 'streamRecv buffer');
-    if (bytes.byteLength === 0) throw new RangeError('streamRecv needs a buffer of at least 1 byte');
+    if (bytes.byteLength === 0) throw new ArgumentOutOfRangeError('streamRecv needs a buffer of at least 1 byte');
     if (this.#state !== 'open' && this.#streamStash.length > 0 && this.#streamQueue.length === 0) {
       // The peer is gone, but bytes it sent before were read ahead: they are still the stream's.
-      const request = new Request<number>(null, ResultKind.Length, 'streamRecv', bytes);
+      const request = new Request<number>(INTERNAL, null, ResultKind.Length, 'streamRecv', bytes);
       request._settle(0, this.#takeStash(bytes), 0n);
       return request;
     }
@@ -435,7 +495,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   #queueStreamRecv(bytes: Uint8Array, waitAll: boolean, signal: AbortSignal | undefined, ahead: boolean): Request<number> {
-    const request = new Request<number>(null, ResultKind.Length, 'streamRecv', bytes);
+    const request = new Request<number>(INTERNAL, null, ResultKind.Length, 'streamRecv', bytes);
     const entry: StreamReceive = { request, bytes, waitAll, served: 0, ahead };
     this.#streamQueue.push(entry);
     request._group = this.#receives;
@@ -558,8 +618,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * ```
    */
   async *streamChunks(options: { chunkSize?: number; signal?: AbortSignal } = {}): AsyncGenerator<Uint8Array, void, undefined> {
+    options = optionsObject(options, 'streamChunks options');
     const chunkSize = options.chunkSize ?? 64 * 1024;
-    if (!Number.isSafeInteger(chunkSize) || chunkSize < 1) throw new RangeError(`chunkSize must be >= 1, got ${chunkSize}`);
+    if (!Number.isSafeInteger(chunkSize) || chunkSize < 1) throw new ArgumentOutOfRangeError(`chunkSize must be >= 1, got ${show(chunkSize)}`);
     while (!this.closed && options.signal?.aborted !== true) {
       const chunk = new Uint8Array(chunkSize);
       let received: number;
@@ -598,11 +659,17 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (typeof first !== 'number') return ucxxAmSend(this, first, second as UcxxAmSendOptions | undefined);
     const id = first;
     const header = (second ?? null) as BufferSource | null;
+    options = optionsObject(options, 'amSend options');
     const ep = this._live('amSend');
     if (!Number.isInteger(id) || id < 0 || id > AM_ID_MAX) {
-      throw new RangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${String(id)}`);
+      throw new ArgumentOutOfRangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${show(id)}`);
     }
     const headerLength = header === null ? 0 : byteLengthOf(header, 'amSend header');
+    if (headerLength > 0 && headerLength > this.#worker._maxAmHeader()) {
+      throw new ArgumentOutOfRangeError(
+        `amSend: the header has ${headerLength} bytes; this UCX accepts at most ${this.#worker._maxAmHeader()}`,
+      );
+    }
     const count = data === null ? 0 : byteLengthOf(data, 'amSend data');
     let flags = options.reply === true ? Number(K.UCP_AM_SEND_FLAG_REPLY) : 0;
     switch (options.protocol ?? 'auto') {
@@ -615,15 +682,18 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
         flags |= Number(K.UCP_AM_SEND_FLAG_RNDV);
         break;
       default:
-        throw new TypeError(`protocol must be 'auto', 'eager' or 'rendezvous', got ${String(options.protocol)}`);
+        throw new InvalidArgumentError(`protocol must be 'auto', 'eager' or 'rendezvous', got ${show(options.protocol)}`);
     }
     const worker = this.#worker;
+    const signal = options.signal;
+    if (signal?.aborted === true) return worker._aborted('amSend');
     const slot = worker._reserveId();
     const param = worker._params.amSend;
     param.buffer.writeUInt32LE(slot, REQ.user_data);
     param.buffer.writeUInt32LE(flags, REQ.flags);
     const ptr = ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, param.address);
-    return worker._trackVoid(slot, ptr, 'amSend', header === null ? data : [header, data]);
+    const request = worker._trackVoid(slot, ptr, 'amSend', header === null ? data : [header, data]);
+    return request.completed ? request : this.#inFlight(request, false, signal);
   }
 
   /**
@@ -680,22 +750,24 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    */
   atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: AtomicOptions = {}): Request<number | bigint | undefined> {
     const ep = this._live('atomic');
-    if (!(remoteKey instanceof RemoteKey)) throw new TypeError('atomic: remoteKey must be a RemoteKey');
-    const opcode = ATOMIC_OPS[op];
-    if (opcode === undefined) throw new TypeError(`atomic op must be one of ${Object.keys(ATOMIC_OPS).join(', ')}, got ${String(op)}`);
+    if (!(remoteKey instanceof RemoteKey)) throw new InvalidArgumentError('atomic: remoteKey must be a RemoteKey');
+    const opcode = typeof op === 'string' && Object.hasOwn(ATOMIC_OPS, op) ? ATOMIC_OPS[op] : undefined;
+    if (opcode === undefined) throw new InvalidArgumentError(`atomic op must be one of ${Object.keys(ATOMIC_OPS).join(', ')}, got ${show(op)}`);
     const width = options.width ?? (typeof value === 'bigint' ? 64 : 32);
-    if (width !== 32 && width !== 64) throw new RangeError(`atomic width must be 32 or 64, got ${String(width)}`);
+    if (width !== 32 && width !== 64) throw new ArgumentOutOfRangeError(`atomic width must be 32 or 64, got ${show(width)}`);
     const bytes = width / 8;
     const fetch = op === 'swap' || op === 'cswap' || options.fetch === true;
     const rkey = remoteKey._handleFor(this, 'write');
     if (fetch) remoteKey._handleFor(this, 'read');
     const address = remoteKey._remoteAddress(offset, bytes);
     if (typeof address === 'number' ? address % bytes !== 0 : address % BigInt(bytes) !== 0n) {
-      throw new RangeError(`atomic: the ${width}-bit word at offset ${offset} is not ${bytes}-byte aligned`);
+      throw new ArgumentOutOfRangeError(`atomic: the ${width}-bit word at offset ${offset} is not ${bytes}-byte aligned`);
     }
     const operand = toWord(value, width, 'value');
+    const signal = options.signal;
+    if (signal?.aborted === true) return this.#worker._aborted(ATOMIC_LABEL[op]);
     if (fetch && (op === 'and' || op === 'or' || op === 'xor') && isFetchBitwiseBroken()) {
-      return this.#fetchBitwiseByCompareAndSwap(op, remoteKey, offset, operand, width);
+      return this.#fetchBitwiseByCompareAndSwap(op, remoteKey, offset, operand, width, signal);
     }
     const worker = this.#worker;
     const params = worker._params;
@@ -707,7 +779,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       reply = Buffer.allocUnsafe(8).fill(0);
       if (op === 'cswap') {
         const compare = options.compare;
-        if (compare === undefined) throw new TypeError("atomic 'cswap' needs options.compare");
+        if (compare === undefined) throw new InvalidArgumentError("atomic 'cswap' needs options.compare");
         // UCX: the operand buffer holds the value to compare with; the reply buffer the value to store.
         const expected = toWord(compare, width, 'compare');
         const view = new DataView(reply.buffer, reply.byteOffset, 8);
@@ -727,14 +799,16 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       const id = worker._reserveId();
       block.writeUInt32LE(id, REQ.user_data);
       const ptr = ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand.address, 1, address, rkey, params.atomic.address);
-      return worker._trackVoid(id, ptr, ATOMIC_LABEL[op], null) as Request<unknown> as Request<number | bigint | undefined>;
+      const request = worker._trackVoid(id, ptr, ATOMIC_LABEL[op], null) as Request<unknown> as Request<number | bigint | undefined>;
+      return request.completed ? request : this.#inFlight(request, true, signal);
     }
     const kind = width === 64 ? ResultKind.Reply64 : ResultKind.Reply32;
     const request = worker._newRequest<number | bigint | undefined>(kind, ATOMIC_LABEL[op], reply);
     request._reply = reply;
     block.writeUInt32LE(request._id, REQ.user_data);
     block.writeBigUInt64LE(addressOf(reply), REQ.reply_buffer);
-    return worker._track(request, ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand.address, 1, address, rkey, params.atomic.address));
+    worker._track(request, ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand.address, 1, address, rkey, params.atomic.address));
+    return request.completed ? request : this.#inFlight(request, true, signal);
   }
 
   /**
@@ -744,17 +818,18 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    */
   #fetchBitwiseByCompareAndSwap(
     op: 'and' | 'or' | 'xor', key: RemoteKey, offset: number | bigint, operand: bigint, width: 32 | 64,
+    signal: AbortSignal | undefined,
   ): Request<number | bigint | undefined> {
     const request = new Request<number | bigint | undefined>(
-      null, width === 64 ? ResultKind.Reply64 : ResultKind.Reply32, `atomic ${op}`, null,
+      INTERNAL, null, width === 64 ? ResultKind.Reply64 : ResultKind.Reply32, `atomic ${op}`, null,
     );
     const apply = (v: bigint): bigint => BigInt.asUintN(width, op === 'and' ? v & operand : op === 'or' ? v | operand : v ^ operand);
     const read = (v: number | bigint | undefined): bigint => BigInt(v ?? 0);
     const word = (v: bigint): number | bigint => (width === 64 ? v : Number(v));
     void (async () => {
-      let current = read(await this.atomic('add', key, offset, word(0n), { fetch: true, width }));
+      let current = read(await this.atomic('add', key, offset, word(0n), { fetch: true, width, signal }));
       for (;;) {
-        const seen = read(await this.atomic('cswap', key, offset, word(apply(current)), { compare: word(current), width }));
+        const seen = read(await this.atomic('cswap', key, offset, word(apply(current)), { compare: word(current), width, signal }));
         if (seen === current) break;
         current = seen;
       }
@@ -767,12 +842,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /** Atomically adds `value` and resolves with the previous value. */
-  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: { width?: 32 | 64 } = {}): Request<number | bigint | undefined> {
+  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<number | bigint | undefined> {
     return this.atomic('add', remoteKey, offset, value, { ...options, fetch: true });
   }
 
   /** Atomically stores `desired` if the word equals `expected`; resolves with the previous value. */
-  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number | bigint, desired: number | bigint, options: { width?: 32 | 64 } = {}): Request<number | bigint | undefined> {
+  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number | bigint, desired: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<number | bigint | undefined> {
     return this.atomic('cswap', remoteKey, offset, desired, { ...options, compare: expected });
   }
 
@@ -789,13 +864,115 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * Completes every outstanding operation on this endpoint, remotely too: after it, puts are visible
    * at the target and gets have their data.
    */
-  flush(): Request<void> {
+  flush(options?: OperationOptions): Request<void> {
     const ep = this._live('flush');
     const worker = this.#worker;
+    const signal = options?.signal;
+    if (signal?.aborted === true) return worker._aborted('endpoint flush');
     const id = worker._reserveId();
     const param = worker._params.send;
     param.buffer.writeUInt32LE(id, REQ.user_data);
-    return worker._trackVoid(id, ucx().ucp_ep_flush_nbx(ep, param.address), 'endpoint flush', null);
+    const request = worker._trackVoid(id, ucx().ucp_ep_flush_nbx(ep, param.address), 'endpoint flush', null);
+    return request.completed ? request : this.#inFlight(request, true, signal);
+  }
+
+  /**
+   * An operation of this endpoint that UCX did not complete at once: its owner is this endpoint (failed
+   * with it), `watched` ones (only the peer's UCX has to answer them: RMA, atomics, flush) arm the
+   * failure watchdog, and it is cancelled when `signal` aborts. Sends are not watched: a live peer may
+   * hold a rendezvous or synchronous send, or an unread stream, for as long as it likes.
+   */
+  #inFlight<T>(request: Request<T>, watched: boolean, signal: AbortSignal | undefined): Request<T> {
+    request._owner = this;
+    request._detachable = true;
+    if (watched) {
+      request._watched = true;
+      this.#armed++;
+    } else {
+      this.#sending++;
+    }
+    if (this.#watchdog === null) this.#startWatchdog();
+    if (signal !== undefined) request._bindSignal(signal);
+    return request;
+  }
+
+  /** @internal An operation of this endpoint settled (Request.#finish). */
+  _opSettled(watched: boolean, completed: boolean): void {
+    if (completed) this.#progress++;
+    if (watched) this.#armed--;
+    else this.#sending--;
+  }
+
+  /**
+   * The failure watchdog: while an operation is in flight, a look every tenth of failureTimeout. When
+   * only sends are in flight and nothing settled since the last look, it posts a flush (the probe): on a
+   * live connection it completes as soon as UCX has handed everything to the transport (a rendezvous
+   * waiting for the peer's receive does not hold it), on a dead one it stalls. When a watched operation
+   * (RMA, atomics, flush, the probe) is in flight and no operation of this endpoint has settled for
+   * failureTimeout, the peer is taken for failed (EndpointTimeoutError). It stops at the first look that
+   * finds nothing in flight.
+   */
+  #startWatchdog(): void {
+    const timeout = this.#failureTimeout;
+    if (!Number.isFinite(timeout) || this.#state !== 'open') return;
+    this.#seen = -1;
+    this.#watchdog = setInterval(() => this.#watch(), Math.max(10, Math.floor(timeout / 10)));
+    this.#watchdog.unref();
+  }
+
+  #stopWatchdog(): void {
+    if (this.#watchdog === null) return;
+    clearInterval(this.#watchdog);
+    this.#watchdog = null;
+  }
+
+  #watch(): void {
+    if (this.#state !== 'open' || (this.#armed <= 0 && this.#sending <= 0)) {
+      this.#stopWatchdog();
+      return;
+    }
+    const now = performance.now();
+    if (this.#progress !== this.#seen) {
+      this.#seen = this.#progress;
+      this.#stallSince = now;
+      return;
+    }
+    if (this.#armed <= 0) {
+      if (this.#probe === null && this.#handle !== null) {
+        let probe: Request<void>;
+        try {
+          probe = this.flush();
+        } catch {
+          return; // the worker is closing
+        }
+        if (probe.completed) this.#progress++;
+        else {
+          this.#probe = probe;
+          probe._onSettle = () => {
+            this.#probe = null;
+          };
+        }
+      }
+      return;
+    }
+    if (now - this.#stallSince < this.#failureTimeout) return;
+    this.#stopWatchdog();
+    this.#state = 'failed';
+    this.#failure = new EndpointTimeoutError(
+      `endpoint to ${this.#peer}: no answer from the peer for ${Math.round(now - this.#stallSince)} ms ` +
+      `(failureTimeout ${this.#failureTimeout} ms)`,
+    );
+    this.#failed();
+  }
+
+  /** After a failure: everything of this endpoint still in flight rejects with it, then 'error' and close. */
+  #failed(): void {
+    const failure = this.#failure as UcxError;
+    for (const request of inflight.values()) {
+      if (request._owner === this) request._failDetached(failure);
+    }
+    if (this.listenerCount('error') > 0) this.emit('error', failure);
+    void this.close();
   }
 
   /**
@@ -814,6 +991,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   async #close(): Promise<void> {
     const failed = this.#state === 'failed';
     this.#state = 'closing';
+    this.#stopWatchdog();
     for (const key of [...this.#keys]) key.close();
     for (const request of [...this.#receives]) request.cancel();
     const handle = this.#handle;
@@ -856,7 +1034,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       const request = worker._newRequest<void>(ResultKind.Void, 'endpoint close', null);
       param.writeUInt32LE(request._id, REQ.user_data);
       param.writeUInt32LE(forced ? Number(K.UCP_EP_CLOSE_FLAG_FORCE) : 0, REQ.flags);
-      const ptr = ucx().ucp_ep_close_nbx(handle, param);
+      // A graceful close flushes; on an endpoint whose peer is gone, in NONE mode, UCX logs every lane's
+      // flush failure as an error (it logs nothing in PEER mode, and nothing is lost either way).
+      const ptr = !forced && this.#failure !== undefined
+        ? withUcxLogsQuiet(() => ucx().ucp_ep_close_nbx(handle, param))
+        : ucx().ucp_ep_close_nbx(handle, param);
       if (forced && statusOfPtr(ptr) === UCS_ERR_INVALID_PARAM) {
         worker._track(request, ptr);
         forced = false;
@@ -883,21 +1065,19 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (this.#state !== 'open') return;
     this.#state = 'failed';
     this.#failure = errorFromStatus(status, `endpoint to ${this.#peer} failed`);
-    const failure = this.#failure;
-    this.#worker._defer(() => {
-      if (this.listenerCount('error') > 0) this.emit('error', failure);
-      void this.close();
-    });
+    this.#worker._defer(() => this.#failed());
   }
 
   /** @internal */
-  _keyUnpacked(key: RemoteKey): void {
+  _keyUnpacked(key: RemoteKey, rkey: bigint): void {
     this.#keys.add(key);
+    this.#rkeyHandles.add(rkey);
   }
 
-  /** @internal */
-  _keyClosed(key: RemoteKey): void {
+  /** @internal Called before the key's handle is destroyed. */
+  _keyClosed(key: RemoteKey, rkey: bigint | null): void {
     this.#keys.delete(key);
+    if (rkey !== null) this.#rkeyHandles.delete(rkey);
   }
 
   /** @internal Unpacks a packed rkey on this endpoint. */

@@ -1,16 +1,23 @@
 /**
  * Errors raised by ucxx-ts. A failed UCX operation is a `UcxError` carrying the UCS status (`status`, the
  * number) and its name (`code`, such as 'UCS_ERR_CONNECTION_RESET'), as a subclass per status like ucxx's
- * `ucxx::CanceledError`. Misuse of the API is a `TypeError`/`RangeError`, or one of the `UCXX_ERR_*`
+ * `ucxx::CanceledError`. Misuse of the API is an `InvalidArgumentError` (a TypeError, 'UCXX_ERR_INVALID_ARG'),
+ * an `ArgumentOutOfRangeError` (a RangeError, 'UCXX_ERR_OUT_OF_RANGE') or one of the other `UCXX_ERR_*`
  * errors below; every class has a stable `code`.
  */
 import { statusName } from './ffi/index.js';
+import { InvalidArgumentError } from './internal/misuse-errors.js';
+import { show } from './internal/bytes.js';
 
 export { UcxLibraryNotFoundError, UnsupportedUcxVersionError } from './ffi/index.js';
 export { RemoteKeyFormatError } from './internal/remote-key-format-error.js';
 export { WorkerAddressFormatError } from './internal/worker-address.js';
 export { UcxxHeaderFormatError, UcxxCudaFrameError, type UcxxHeaderKind } from './internal/ucxx-header-error.js';
 export { HandshakeError, MessageFormatError, type HandshakeFailure } from './ucxx-python/errors.js';
+// Misuse errors (defined apart, free of imports, so that every module can use them however early it loads).
+export {
+  InvalidArgumentError, ArgumentOutOfRangeError, InsufficientMemoryError, IllegalConstructorError, InvalidStateError,
+} from './internal/misuse-errors.js';
 
 /** A UCX operation failed with a UCS error status. */
 export class UcxError extends Error {
@@ -21,8 +28,9 @@ export class UcxError extends Error {
   readonly code: string;
 
   constructor(status: number, message?: string, options?: ErrorOptions) {
-    const code = statusName(status);
-    super(message === undefined ? `${code} (${status})` : `${message}: ${code} (${status})`, options);
+    const code = typeof status === 'number' ? statusName(status) : 'UCS_ERR_UNKNOWN';
+    const text = message === undefined ? undefined : typeof message === 'string' ? message : show(message);
+    super(text === undefined ? `${code} (${show(status)})` : `${text}: ${code} (${show(status)})`, options);
     this.status = status;
     this.code = code;
   }
@@ -89,13 +97,33 @@ const BY_STATUS = new Map<number, new (message?: string, options?: ErrorOptions)
 
 /** The error for a UCS status: the subclass for that status, or a plain UcxError. */
 export function errorFromStatus(status: number, message?: string): UcxError {
+  if (typeof status !== 'number') throw new InvalidArgumentError(`status must be a number (a ucs_status_t), got ${show(status)}`);
   const cls = BY_STATUS.get(status);
   return cls === undefined ? new UcxError(status, message) : new cls(message);
 }
 
 /** Throws the error for `status` unless it is UCS_OK. */
 export function check(status: number, what: string): void {
+  if (typeof status !== 'number') throw new InvalidArgumentError(`status must be a number (a ucs_status_t), got ${show(status)}`);
   if (status !== 0) throw errorFromStatus(status, what);
+}
+
+/**
+ * `worker.connect()` found nobody listening at the address (UCX reports UCS_ERR_NOT_CONNECTED or
+ * UCS_ERR_UNREACHABLE for a refused TCP connection, or UCS_ERR_REJECTED when the listener rejects it).
+ * A NotConnectedError (status -24) whatever UCX said, with UCX's own status in `ucxStatus`.
+ */
+export class ConnectionRefusedError extends NotConnectedError {
+  /** The status UCX reported. */
+  readonly ucxStatus: number;
+  /** Where the connection was refused. */
+  readonly address: string;
+  constructor(address: string, ucxStatus: number, options?: ErrorOptions) {
+    super(`connect to ${address}: nobody listens there (connection refused; UCX said ${statusName(ucxStatus)})`, options);
+    this.name = 'ConnectionRefusedError';
+    this.ucxStatus = ucxStatus;
+    this.address = address;
+  }
 }
 
 /** An object was used after `close()` (or after its parent closed). */

@@ -2,12 +2,12 @@
  * ucxx-ts: UCX for TypeScript. The object model follows ucxx (RAPIDS): Context -> Worker -> Listener /
  * Endpoint, MemoryHandle -> RemoteKey, and a Request for every non-blocking operation.
  */
-export { Context, DEFAULT_FEATURES, type ContextOptions, type Feature } from './context.js';
+export { Context, DEFAULT_FEATURES, DEFAULT_FAILURE_TIMEOUT, type ContextOptions, type Feature } from './context.js';
 export { Worker, type WorkerOptions, type ProgressMode, type ReceiveOptions, type TagProbeResult } from './worker.js';
 export { Listener, type ListenerOptions } from './listener.js';
 export {
   Endpoint, type EndpointOptions, type EndpointEvents, type StreamRecvOptions, type AmSendOptions, type AtomicOp,
-  type AtomicOptions,
+  type AtomicOptions, type OperationOptions,
 } from './endpoint.js';
 export type { EndpointTransport, LaneUsage } from './internal/endpoint-info.js';
 export { AmMessage, AM_ID_MAX, type AmHandler } from './active-message.js';
@@ -33,6 +33,8 @@ export {
 } from './ucxx-python/index.js';
 export * from './errors.js';
 export type { BufferSource } from './internal/bytes.js';
+export type { TransportResource } from './internal/context-info.js';
+export { UCX_ENVIRONMENT_DEFAULTS } from './ffi/library.js';
 export { getDiagnostics, type UcxxDiagnostics } from './diagnostics.js';
 
 import { ucpVersion } from './ffi/index.js';

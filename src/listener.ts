@@ -16,6 +16,7 @@ import { SlotTable } from './internal/slot-table.js';
 import { decodeSockaddr, encodeSockaddr } from './internal/sockaddr.js';
 import { Endpoint, type EndpointOptions } from './endpoint.js';
 import type { Worker } from './worker.js';
+import { InvalidArgumentError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 
 export interface ListenerOptions {
   /** The IP address to bind; 'localhost' means 127.0.0.1. Default '0.0.0.0' (all IPv4 interfaces). */
@@ -64,12 +65,14 @@ export class Listener implements AsyncIterable<Endpoint> {
   /** Connection requests UCX handed over that are not accepted yet: each must be accepted or rejected. */
   readonly #pending = new Set<bigint>();
 
-  /** @internal Use `worker.listen()`. */
+  /** @internal Use `worker.listen()` (IllegalConstructorError otherwise). */
   constructor(
-    worker: Worker, workerHandle: bigint, options: ListenerOptions, onConnection?: (endpoint: Endpoint) => void,
+    token: typeof INTERNAL, worker: Worker, workerHandle: bigint, options: ListenerOptions,
+    onConnection?: (endpoint: Endpoint) => void,
   ) {
+    checkConstructorToken(token, 'Listener', 'worker.listen()');
     if (onConnection !== undefined && typeof onConnection !== 'function') {
-      throw new TypeError('onConnection must be a function');
+      throw new InvalidArgumentError('onConnection must be a function');
     }
     const host = options.host === undefined ? '0.0.0.0' : options.host === 'localhost' ? '127.0.0.1' : options.host;
     const sockaddr = encodeSockaddr(host, options.port ?? 0);
@@ -136,7 +139,7 @@ export class Listener implements AsyncIterable<Endpoint> {
     }
     let endpoint: Endpoint;
     try {
-      endpoint = Endpoint._create(this.#worker, workerHandle, this.#endpointOptions, null, (params) => {
+      endpoint = Endpoint._create(INTERNAL, this.#worker, workerHandle, this.#endpointOptions, null, (params) => {
         params
           .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_CONN_REQUEST)
           .setPtr('conn_request', connRequest);

@@ -17,9 +17,11 @@
  */
 import { CONSTANTS, OutCell, StructBuffer, addressOf, copyFromMemory, layouts, ucx, viewOfMemory } from './ffi/index.js';
 import { ClosedError, check } from './errors.js';
-import { asBytes, describe } from './internal/bytes.js';
+import { asBytes, describe, optionsObject, show } from './internal/bytes.js';
+import { checkAllocatable } from './internal/shm-capacity.js';
 import { RemoteKey } from './remote-key.js';
 import type { Context } from './context.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 import { liveCounts } from './internal/live-counts.js';
 
 /** What a remote key for the region allows its holder to do. */
@@ -80,22 +82,27 @@ export class MemoryHandle {
   #closed = false;
   #packed: Uint8Array | undefined;
 
-  /** @internal Use `context.createMemoryHandle()`. */
-  constructor(context: Context, contextHandle: bigint, size: number, buffer: unknown, options: MemoryHandleOptions) {
+  /** @internal Use `context.createMemoryHandle()` (IllegalConstructorError otherwise). */
+  constructor(
+    token: typeof INTERNAL, context: Context, contextHandle: bigint, size: number, buffer: unknown, options: MemoryHandleOptions,
+  ) {
+    checkConstructorToken(token, 'MemoryHandle', 'context.createMemoryHandle()');
     if (!Number.isSafeInteger(size) || size < 1) {
-      throw new RangeError(`size must be a positive integer number of bytes, got ${String(size)}`);
+      throw new ArgumentOutOfRangeError(`size must be a positive integer number of bytes, got ${show(size)}`);
     }
+    options = optionsObject(options, 'createMemoryHandle options');
     const access = options.access ?? 'read-write';
-    if (!(access in PROT)) throw new TypeError(`access must be 'read', 'write' or 'read-write', got ${String(access)}`);
+    if (typeof access !== 'string' || !Object.hasOwn(PROT, access)) throw new InvalidArgumentError(`access must be 'read', 'write' or 'read-write', got ${show(access)}`);
     const params = new StructBuffer(layouts.ucp_mem_map_params_t);
     let mask = K.UCP_MEM_MAP_PARAM_FIELD_LENGTH | K.UCP_MEM_MAP_PARAM_FIELD_PROT | K.UCP_MEM_MAP_PARAM_FIELD_FLAGS;
     params.setU64('length', size).setU32('prot', Number(PROT[access]));
     if (buffer === undefined || buffer === null) {
+      checkAllocatable(size);
       params.setU32('flags', Number(K.UCP_MEM_MAP_ALLOCATE));
     } else {
       const bytes = asBytes(buffer, 'createMemoryHandle buffer');
       if (bytes.byteLength < size) {
-        throw new RangeError(`size ${size} exceeds the buffer's ${bytes.byteLength} bytes (${describe(buffer)})`);
+        throw new ArgumentOutOfRangeError(`size ${size} exceeds the buffer's ${bytes.byteLength} bytes (${describe(buffer)})`);
       }
       this.#buffer = bytes.subarray(0, size);
       mask |= K.UCP_MEM_MAP_PARAM_FIELD_ADDRESS | K.UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;

@@ -25,8 +25,9 @@ import {
 import { checkPackedRkeyAgainstReference } from './internal/packed-rkey.js';
 import { checkSharedMemoryRecords } from './internal/shm-rkey-check.js';
 import { endpointUnpacksRecord } from './internal/rkey-reach.js';
-import type { Endpoint } from './endpoint.js';
-import type { MemoryHandle } from './memory-handle.js';
+import { Endpoint } from './endpoint.js';
+import { MemoryHandle } from './memory-handle.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 import { liveCounts } from './internal/live-counts.js';
 
 export type { RemoteKeyAccess } from './internal/serialized-remote-key.js';
@@ -46,9 +47,10 @@ export class RemoteKey {
   #closed = false;
 
   private constructor(
-    packed: Uint8Array, base: bigint, size: bigint, access: RemoteKeyAccess, accessKnown: boolean,
+    token: typeof INTERNAL, packed: Uint8Array, base: bigint, size: bigint, access: RemoteKeyAccess, accessKnown: boolean,
     endpoint: Endpoint | null, rkey: bigint | null,
   ) {
+    checkConstructorToken(token, 'RemoteKey', 'memoryHandle.createRemoteKey() or createRemoteKeyFromSerialized()');
     this.#packed = packed;
     this.#base = base;
     this.#size = size;
@@ -65,7 +67,7 @@ export class RemoteKey {
   /** @internal */
   static _fromMemoryHandle(handle: MemoryHandle): RemoteKey {
     return new RemoteKey(
-      handle._packedRkey(), handle.getBaseAddress(), BigInt(handle.getSize()), handle.access, true, null, null,
+      INTERNAL, handle._packedRkey(), handle.getBaseAddress(), BigInt(handle.getSize()), handle.access, true, null, null,
     );
   }
 
@@ -83,10 +85,10 @@ export class RemoteKey {
     );
     const rkey = endpoint._unpack(decoded.packedRkey);
     const key = new RemoteKey(
-      decoded.packedRkey, decoded.baseAddress, decoded.size, decoded.access, decoded.hasAccessTrailer,
+      INTERNAL, decoded.packedRkey, decoded.baseAddress, decoded.size, decoded.access, decoded.hasAccessTrailer,
       endpoint, rkey,
     );
-    endpoint._keyUnpacked(key);
+    endpoint._keyUnpacked(key, rkey);
     return key;
   }
 
@@ -136,12 +138,14 @@ export class RemoteKey {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    if (this.#rkey !== null) {
-      ucx().ucp_rkey_destroy(this.#rkey);
-      this.#rkey = null;
+    const rkey = this.#rkey;
+    this.#rkey = null;
+    // Off the endpoint's list of live handles before UCX frees it.
+    this.#endpoint?._keyClosed(this, rkey);
+    if (rkey !== null) {
+      ucx().ucp_rkey_destroy(rkey);
       liveCounts.remoteKeys--;
     }
-    this.#endpoint?._keyClosed(this);
   }
 
   [Symbol.dispose](): void {
@@ -152,7 +156,7 @@ export class RemoteKey {
   _handleFor(endpoint: Endpoint, operation: 'read' | 'write'): bigint {
     this.#live();
     if (this.#rkey === null || this.#endpoint !== endpoint) {
-      throw new TypeError(
+      throw new InvalidArgumentError(
         this.#rkey === null
           ? 'this RemoteKey was packed locally: serialize it and unpack it on the endpoint with createRemoteKeyFromSerialized'
           : 'this RemoteKey was unpacked on another endpoint',
@@ -170,7 +174,7 @@ export class RemoteKey {
   _addressOf(offset: bigint, length: number): bigint {
     const end = offset + BigInt(length);
     if (end > this.#size) {
-      throw new RangeError(
+      throw new ArgumentOutOfRangeError(
         `remote access [${offset}, ${end}) is outside the ${this.#size}-byte region of this RemoteKey`,
       );
     }
@@ -203,6 +207,7 @@ export class RemoteKey {
  * ```
  */
 export function createRemoteKeyFromMemoryHandle(memoryHandle: MemoryHandle): RemoteKey {
+  if (!(memoryHandle instanceof MemoryHandle)) throw new InvalidArgumentError('memoryHandle must be a MemoryHandle');
   return memoryHandle.createRemoteKey();
 }
 
@@ -215,5 +220,6 @@ export function createRemoteKeyFromMemoryHandle(memoryHandle: MemoryHandle): Rem
  * ```
  */
 export function createRemoteKeyFromSerialized(endpoint: Endpoint, serialized: Uint8Array | ArrayBufferView | ArrayBuffer): RemoteKey {
+  if (!(endpoint instanceof Endpoint)) throw new InvalidArgumentError('createRemoteKeyFromSerialized: endpoint must be an Endpoint');
   return RemoteKey._fromSerialized(endpoint, serialized);
 }

@@ -13,6 +13,7 @@
  */
 import { UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
 import { CanceledError, errorFromStatus, type UcxError } from './errors.js';
+import { INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 
 /** What a completed tag receive reports. */
 export interface TagRecvInfo {
@@ -39,6 +40,15 @@ export const enum ResultKind {
 export interface RequestHost {
   _cancelRequest(handle: bigint): void;
   _requestSettled(request: AnyRequest): void;
+}
+
+/**
+ * The endpoint an operation in flight belongs to (implemented by Endpoint): told when the operation
+ * settles, for its failure watchdog. @internal
+ */
+export interface RequestOwner {
+  /** `completed`: UCX finished it (false when settled early: cancelled, or its endpoint failed). */
+  _opSettled(watched: boolean, completed: boolean): void;
 }
 
 /** @internal A request of any result type, for bookkeeping. */
@@ -87,9 +97,21 @@ export class Request<T = void> implements PromiseLike<T> {
   _unbind: (() => void) | null = null;
   /** @internal What the operation is, for error messages. */
   _what: string;
+  /** @internal The endpoint this operation in flight belongs to (set only when it did not complete at once). */
+  _owner: RequestOwner | null = null;
+  /** @internal Counted by its owner's watchdog: an operation only the peer's UCX has to answer. */
+  _watched = false;
+  /**
+   * @internal UCX cannot cancel this kind (sends, RMA, atomics, flush): `cancel()` and a failed endpoint
+   * settle it at once and UCX keeps the request, and its memory stays referenced, until UCX is done.
+   */
+  _detachable = false;
+  /** @internal Settled for JavaScript while UCX still holds the request (see `_detachable`). */
+  _detached = false;
 
-  /** @internal Requests are made by Worker and Endpoint. */
-  constructor(host: RequestHost | null, kind: ResultKind, what: string, keep: unknown) {
+  /** @internal Requests are made by Worker and Endpoint (IllegalConstructorError from outside). */
+  constructor(token: typeof INTERNAL, host: RequestHost | null, kind: ResultKind, what: string, keep: unknown) {
+    if (token !== INTERNAL) checkConstructorToken(token, 'Request', 'the Request an operation returns');
     this.#host = host;
     this.#kind = kind;
     this._what = what;
@@ -132,8 +154,12 @@ export class Request<T = void> implements PromiseLike<T> {
   }
 
   /**
-   * Cancels the operation if UCX still can (receives always; sends and RMA only where the transport
-   * allows). A cancelled request rejects with `CanceledError`. No effect on a completed request.
+   * Cancels the operation: it rejects with `CanceledError` at once. Receives are cancelled in UCX
+   * (`ucp_request_cancel`; a receive that already matched a message completes instead). UCX 1.13 cannot
+   * cancel sends, RMA, atomics or flush: those settle as cancelled at once, and UCX finishes them in
+   * the background (or drops them when the endpoint closes). Their buffers stay referenced until then,
+   * and the operation may still take effect at the peer: do not reuse a memGet destination or an atomic
+   * target for something else before a later flush. No effect on a completed request.
    */
   cancel(): void {
     if (this.completed) return;
@@ -142,6 +168,17 @@ export class Request<T = void> implements PromiseLike<T> {
       return;
     }
     if (this._handle !== null && this.#host !== null) this.#host._cancelRequest(this._handle);
+    if (!this.completed && this._detachable) this._failDetached(new CanceledError(`${this._what}: canceled`));
+  }
+
+  /**
+   * @internal Rejects with `error` now, leaving the UCX request to finish (or be purged) later: its
+   * handle, id and memory stay until UCX's completion arrives (see `_settle`).
+   */
+  _failDetached(error: Error): void {
+    if (this.completed) return;
+    this._detached = this._handle !== null;
+    this._fail(error);
   }
 
   /**
@@ -187,6 +224,11 @@ export class Request<T = void> implements PromiseLike<T> {
   /** @internal Completes with a UCS status and the raw completion data. */
   _settle(status: number, length: number, tag: bigint): void {
     if (this.#status !== UCS_INPROGRESS) {
+      if (this._detached) {
+        // UCX is done with a request settled earlier: release what it held.
+        this._detached = false;
+        this.#release();
+      }
       const late = this._late;
       this._late = null;
       late?.(status, length);
@@ -259,16 +301,26 @@ export class Request<T = void> implements PromiseLike<T> {
   }
 
   #finish(): void {
-    this.#keep = undefined;
-    this._reply = null;
     this._cancelFallback = null;
     if (this._unbind !== null) {
       this._unbind();
       this._unbind = null;
     }
-    this._handle = null;
     this._group?.delete(this);
     this._group = null;
+    const owner = this._owner;
+    if (owner !== null) {
+      this._owner = null;
+      owner._opSettled(this._watched, !this._detached);
+    }
+    if (!this._detached) this.#release();
+  }
+
+  /** What UCX needed while it held the request: memory, handle, the worker's count. */
+  #release(): void {
+    this.#keep = undefined;
+    this._reply = null;
+    this._handle = null;
     const host = this.#host;
     this.#host = null;
     host?._requestSettled(this);
@@ -279,5 +331,5 @@ export class Request<T = void> implements PromiseLike<T> {
  * The Request returned by every operation without a result that UCX completed at once: it holds no
  * state that could change, so one instance serves them all and such an operation allocates nothing.
  */
-export const COMPLETED: Request<void> = new Request<void>(null, ResultKind.Void, 'completed operation', null);
+export const COMPLETED: Request<void> = new Request<void>(INTERNAL, null, ResultKind.Void, 'completed operation', null);
 COMPLETED._settle(UCS_OK, 0, 0n);

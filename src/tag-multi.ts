@@ -15,13 +15,14 @@
 import { constants as bufferConstants } from 'node:buffer';
 import { MessageTruncatedError } from './errors.js';
 import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
-import { byteLengthOf, toTag, type BufferSource } from './internal/bytes.js';
+import { optionsObject, byteLengthOf, toTag, type BufferSource, show } from './internal/bytes.js';
 import {
   TAG_MULTI_HEADER_SIZE, decodeTagMultiHeader, encodeTagMultiHeaders,
 } from './internal/ucxx-tag-multi-header.js';
 import { UcxxCudaFrameError, UcxxHeaderFormatError } from './internal/ucxx-header-error.js';
 import type { Endpoint } from './endpoint.js';
 import type { ReceiveOptions, Worker } from './worker.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL } from './internal/misuse-errors.js';
 
 const FULL_MASK = (1n << 64n) - 1n;
 
@@ -48,7 +49,7 @@ interface TagReceiver {
 
 /** Completes when every part has; fails with the first failure once all have settled. */
 function whenAll(parts: readonly AnyRequest[], what: string): Request<void> {
-  const result = new Request<void>(null, ResultKind.Void, what, parts);
+  const result = new Request<void>(INTERNAL, null, ResultKind.Void, what, parts);
   let pending = 0;
   let failure: Error | undefined;
   const finish = (): void => {
@@ -75,7 +76,7 @@ function whenAll(parts: readonly AnyRequest[], what: string): Request<void> {
 /** Sends `buffers` as one ucxx tagMulti message on `endpoint` (see Endpoint.tagMultiSend). */
 export function tagMultiSend(endpoint: Endpoint, buffers: readonly BufferSource[], tag: bigint | number): Request<void> {
   endpoint._live('tagMultiSend');
-  if (!Array.isArray(buffers)) throw new TypeError('tagMultiSend: buffers must be an array');
+  if (!Array.isArray(buffers)) throw new InvalidArgumentError('tagMultiSend: buffers must be an array');
   const t = toTag(tag, 'tag');
   const sizes = buffers.map((buffer, i) => byteLengthOf(buffer, `tagMultiSend frame ${i}`));
   const headers = encodeTagMultiHeaders(sizes);
@@ -93,16 +94,17 @@ export function tagMultiRecv(
   worker: Worker, receiver: TagReceiver, tag: bigint | number, tagMask: bigint | number = FULL_MASK,
   options: TagMultiRecvOptions = {},
 ): Promise<Uint8Array[]> {
+  options = optionsObject(options, 'tagMultiRecv options');
   const t = toTag(tag, 'tag');
   const m = toTag(tagMask, 'tagMask');
   const cudaFrames = options.cudaFrames ?? 'error';
   if (cudaFrames !== 'error' && cudaFrames !== 'host') {
-    throw new TypeError(`cudaFrames must be 'error' or 'host', got ${String(cudaFrames)}`);
+    throw new InvalidArgumentError(`cudaFrames must be 'error' or 'host', got ${show(cudaFrames)}`);
   }
   const maxFrames = options.maxFrames ?? 1_000_000;
-  if (!Number.isSafeInteger(maxFrames) || maxFrames < 1) throw new RangeError(`maxFrames must be a positive integer, got ${String(maxFrames)}`);
+  if (!Number.isSafeInteger(maxFrames) || maxFrames < 1) throw new ArgumentOutOfRangeError(`maxFrames must be a positive integer, got ${show(maxFrames)}`);
   const maxBytes = options.maxBytes ?? 2 ** 30;
-  if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new RangeError(`maxBytes must be a non-negative integer, got ${String(maxBytes)}`);
+  if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new ArgumentOutOfRangeError(`maxBytes must be a non-negative integer, got ${show(maxBytes)}`);
   const limits = { cudaFrames, maxFrames, maxBytes, signal: options.signal } as const;
 
   let perWorker = queues.get(worker);

@@ -15,10 +15,9 @@
  * `worker.setAmHandler(0, ...)` replaces this handler (the plain-UCP form then owns id 0).
  */
 import { constants as bufferConstants } from 'node:buffer';
-import { CONSTANTS, StructBuffer, layouts, ucx } from './ffi/index.js';
-import { AlreadyExistsError, CanceledError, check, errorFromStatus, type UcxError } from './errors.js';
+import { AlreadyExistsError, CanceledError, errorFromStatus, type UcxError } from './errors.js';
 import type { Request } from './request.js';
-import { asBytes, type BufferSource } from './internal/bytes.js';
+import { asBytes, optionsObject, type BufferSource } from './internal/bytes.js';
 import {
   decodeUcxxAmHeader, encodeAmOwner, encodeUcxxAmHeader, toAmCallbackId,
   type AmMemoryTypePolicy, type AmReceiverCallbackInfo, type UcxxAmHeader,
@@ -26,6 +25,7 @@ import {
 import type { AmMessage } from './active-message.js';
 import type { Endpoint } from './endpoint.js';
 import type { Worker } from './worker.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 
 /** The UCP AM id ucxx sends and receives its active messages on. */
 export const UCXX_AM_ID = 0;
@@ -64,8 +64,12 @@ export class UcxxAmMessage {
   /** Why the receive failed (as ucxx's request status), or null. */
   readonly error: UcxError | null;
 
-  /** @internal */
-  constructor(header: UcxxAmHeader, data: Uint8Array, endpoint: Endpoint | null, rendezvous: boolean, error: UcxError | null) {
+  /** @internal Received messages only (IllegalConstructorError otherwise). */
+  constructor(
+    token: typeof INTERNAL, header: UcxxAmHeader, data: Uint8Array, endpoint: Endpoint | null, rendezvous: boolean,
+    error: UcxError | null,
+  ) {
+    checkConstructorToken(token, 'UcxxAmMessage', 'endpoint.amRecv() or worker.registerAmReceiverCallback()');
     this.data = data;
     this.userHeader = header.userHeader;
     this.memoryType = header.memoryType;
@@ -97,21 +101,9 @@ class UcxxAmState {
   readonly #worker: Worker;
   readonly callbacks = new Map<string, Map<bigint, AmReceiverCallback>>();
   readonly #queues = new Map<Endpoint, EndpointQueue>();
-  #maxHeader: number | undefined;
 
   constructor(worker: Worker) {
     this.#worker = worker;
-  }
-
-  /** The largest AM header this worker's UCX accepts (a larger one is a fatal error in UCX). */
-  maxHeader(): number {
-    if (this.#maxHeader === undefined) {
-      const attr = new StructBuffer(layouts.ucp_worker_attr_t);
-      attr.setU64('field_mask', CONSTANTS.UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER);
-      check(ucx().ucp_worker_query(this.#worker.getHandle(), attr.buffer), 'ucp_worker_query');
-      this.#maxHeader = Number(attr.getU64('max_am_header'));
-    }
-    return this.#maxHeader;
   }
 
   #queue(endpoint: Endpoint): EndpointQueue {
@@ -179,10 +171,10 @@ class UcxxAmState {
     const failed = (status: number): Promise<UcxxAmMessage> => {
       msg.reject(status);
       const error = errorFromStatus(status, 'ucxx AM receive');
-      return Promise.resolve(new UcxxAmMessage(header, EMPTY, endpoint, msg.rendezvous, error));
+      return Promise.resolve(new UcxxAmMessage(INTERNAL, header, EMPTY, endpoint, msg.rendezvous, error));
     };
     if (!msg.rendezvous) {
-      return Promise.resolve(new UcxxAmMessage(header, msg.data ?? EMPTY, endpoint, false, null));
+      return Promise.resolve(new UcxxAmMessage(INTERNAL, header, msg.data ?? EMPTY, endpoint, false, null));
     }
     if (header.memoryType !== HOST && header.memoryTypePolicy === 'errorOnUnsupported') return failed(UCS_ERR_UNSUPPORTED);
     if (msg.length > bufferConstants.MAX_LENGTH) return failed(UCS_ERR_NO_MEMORY);
@@ -193,8 +185,8 @@ class UcxxAmState {
       return failed(UCS_ERR_NO_MEMORY);
     }
     return request.promise.then(
-      (data) => new UcxxAmMessage(header, data, endpoint, true, null),
-      (err: unknown) => new UcxxAmMessage(header, EMPTY, endpoint, true,
+      (data) => new UcxxAmMessage(INTERNAL, header, data, endpoint, true, null),
+      (err: unknown) => new UcxxAmMessage(INTERNAL, header, EMPTY, endpoint, true,
         (err as UcxError).status !== undefined ? err as UcxError : errorFromStatus(-3, String(err))),
     );
   }
@@ -261,6 +253,7 @@ export function installUcxxAm(worker: Worker): void {
 /** Sends `data` as a ucxx active message (see Endpoint.amSend). */
 export function ucxxAmSend(endpoint: Endpoint, data: BufferSource | null, options: UcxxAmSendOptions = {}): Request<void> {
   endpoint._live('amSend');
+  options = optionsObject(options, 'amSend options');
   const userHeader = options.userHeader === undefined || options.userHeader === null
     ? null : asBytes(options.userHeader, 'amSend userHeader');
   const header = encodeUcxxAmHeader({
@@ -269,9 +262,9 @@ export function ucxxAmSend(endpoint: Endpoint, data: BufferSource | null, option
     receiverCallbackInfo: options.receiverCallbackInfo,
     userHeader,
   });
-  const max = stateOf(endpoint.worker).maxHeader();
+  const max = endpoint.worker._maxAmHeader();
   if (header.byteLength > max) {
-    throw new RangeError(`amSend: the ucxx AM header takes ${header.byteLength} bytes (user header ` +
+    throw new ArgumentOutOfRangeError(`amSend: the ucxx AM header takes ${header.byteLength} bytes (user header ` +
       `${userHeader?.byteLength ?? 0}); this UCX accepts at most ${max}`);
   }
   return endpoint.amSend(UCXX_AM_ID, header, data, { protocol: options.protocol, reply: true });
@@ -279,17 +272,18 @@ export function ucxxAmSend(endpoint: Endpoint, data: BufferSource | null, option
 
 /** The next ucxx active message from `endpoint` (see Endpoint.amRecv). */
 export function ucxxAmRecv(endpoint: Endpoint, options: { signal?: AbortSignal } = {}): Promise<UcxxAmMessage> {
+  options = optionsObject(options, 'amRecv options');
   return stateOf(endpoint.worker).amRecv(endpoint, options.signal);
 }
 
 /** Registers a receiver callback (see Worker.registerAmReceiverCallback). */
 export function registerAmReceiverCallback(worker: Worker, info: AmReceiverCallbackInfo, callback: AmReceiverCallback): void {
   worker._live('Worker');
-  if (info === null || typeof info !== 'object') throw new TypeError('registerAmReceiverCallback: info must be { owner, id }');
+  if (info === null || typeof info !== 'object') throw new InvalidArgumentError('registerAmReceiverCallback: info must be { owner, id }');
   encodeAmOwner(info.owner); // validates the name
   const id = toAmCallbackId(info.id);
-  if (typeof callback !== 'function') throw new TypeError('registerAmReceiverCallback: callback must be a function');
-  if (info.owner === 'ucxx') throw new RangeError("the receiver-callback owner name 'ucxx' is reserved (as in ucxx)");
+  if (typeof callback !== 'function') throw new InvalidArgumentError('registerAmReceiverCallback: callback must be a function');
+  if (info.owner === 'ucxx') throw new ArgumentOutOfRangeError("the receiver-callback owner name 'ucxx' is reserved (as in ucxx)");
   const callbacks = stateOf(worker).callbacks;
   let byId = callbacks.get(info.owner);
   if (byId === undefined) {

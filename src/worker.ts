@@ -12,11 +12,11 @@
 import {
   CONSTANTS, OutCell, StructBuffer, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucx, type Ptr,
 } from './ffi/index.js';
-import { ClosedError, check, errorFromStatus } from './errors.js';
+import { ClosedError, ConnectionRefusedError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
 import { beginPost, completionCallbacks, endPost, inflight, post } from './internal/completions.js';
 import { ProgressEngine, type ProgressMode } from './internal/progress-engine.js';
-import { asBytes, byteLengthOf, toTag, type BufferSource } from './internal/bytes.js';
+import { asBytes, byteLengthOf, optionsObject, toTag, type BufferSource, show } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
 import { resolveSockaddr } from './internal/sockaddr.js';
@@ -32,6 +32,7 @@ import {
   connectUcxxPython, listenUcxxPython, type UcxxPythonConnectOptions, type UcxxPythonEndpoint, type UcxxPythonListener,
   type UcxxPythonListenerOptions,
 } from './ucxx-python/index.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 
 export type { ProgressMode } from './internal/progress-engine.js';
 
@@ -79,11 +80,13 @@ function resolveErrorMode(option: ErrorHandlingMode | boolean | undefined, local
     case 'auto':
       return local() ? 'none' : 'peer';
     default:
-      throw new TypeError(`errorHandling must be 'auto', 'peer', 'none' or a boolean, got ${String(option)}`);
+      throw new InvalidArgumentError(`errorHandling must be 'auto', 'peer', 'none' or a boolean, got ${show(option)}`);
   }
 }
 const FULL_MASK = (1n << 64n) - 1n;
 const UCS_ERR_UNREACHABLE = -6;
+const UCS_ERR_REJECTED = -23;
+const UCS_ERR_NOT_CONNECTED = -24;
 
 /** What a failed connect most likely needs from the user, for the error message ('' when nothing known). */
 function connectFailureHint(
@@ -167,15 +170,20 @@ export class Worker implements RequestHost {
   /** Waits that are no UCX request but must keep the worker awake (ucxx `amRecv`). */
   #holds = 0;
 
-  /** @internal Use `context.createWorker()`. */
-  constructor(context: Context, contextHandle: bigint, options: WorkerOptions, wakeup: boolean) {
+  /** @internal Use `context.createWorker()` (IllegalConstructorError otherwise). */
+  constructor(token: typeof INTERNAL, context: Context, contextHandle: bigint, options: WorkerOptions, wakeup: boolean) {
+    checkConstructorToken(token, 'Worker', 'context.createWorker()');
+    options = optionsObject(options, 'createWorker options');
+    if (options.name !== undefined && typeof options.name !== 'string') {
+      throw new InvalidArgumentError(`the worker name must be a string, got ${typeof options.name}`);
+    }
     const mode = options.progressMode ?? 'event';
     if (mode !== 'event' && mode !== 'polling' && mode !== 'manual') {
-      throw new TypeError(`progressMode must be 'event', 'polling' or 'manual', got ${String(mode)}`);
+      throw new InvalidArgumentError(`progressMode must be 'event', 'polling' or 'manual', got ${show(mode)}`);
     }
     const busyPollUs = options.busyPollUs;
     if (busyPollUs !== undefined && !(typeof busyPollUs === 'number' && busyPollUs >= 0 && busyPollUs <= 1e7)) {
-      throw new RangeError(`busyPollUs must be a number of microseconds in [0, 1e7], got ${String(busyPollUs)}`);
+      throw new ArgumentOutOfRangeError(`busyPollUs must be a number of microseconds in [0, 1e7], got ${show(busyPollUs)}`);
     }
     this.#context = context;
     const params = new StructBuffer(layouts.ucp_worker_params_t);
@@ -253,12 +261,21 @@ export class Worker implements RequestHost {
    */
   progressUntil(request: { readonly completed: boolean }, timeoutMs = Infinity): void {
     this._live('Worker');
+    if (request === null || typeof request !== 'object' || typeof request.completed !== 'boolean') {
+      throw new InvalidArgumentError('progressUntil: request must be a Request (an object with a boolean `completed`)');
+    }
+    if (typeof timeoutMs !== 'number') {
+      throw new InvalidArgumentError(`progressUntil: timeoutMs must be a number of ms, got ${typeof timeoutMs}`);
+    }
+    if (!(timeoutMs >= 0)) {
+      throw new ArgumentOutOfRangeError(`progressUntil: timeoutMs must be a non-negative number of ms (or Infinity), got ${show(timeoutMs)}`);
+    }
     if (request.completed) return;
     const engine = this.#engine;
     if (engine.inProgress) {
       // UCX forbids progress from inside its callbacks, so nothing could complete the request: say so
       // rather than spin forever.
-      throw new Error('progressUntil was called from inside a UCX callback (an active-message handler?): await the request instead');
+      throw new InvalidStateError('progressUntil was called from inside a UCX callback (an active-message handler?): await the request instead');
     }
     const deadline = timeoutMs === Infinity ? Infinity : performance.now() + timeoutMs;
     let spins = 0;
@@ -303,7 +320,9 @@ export class Worker implements RequestHost {
     const id = this._reserveId();
     const param = this._params.send;
     param.buffer.writeUInt32LE(id, REQ.user_data);
-    return this._trackVoid(id, ucx().ucp_worker_flush_nbx(handle, param.address), 'worker flush', null);
+    const request = this._trackVoid(id, ucx().ucp_worker_flush_nbx(handle, param.address), 'worker flush', null);
+    if (!request.completed) request._detachable = true;
+    return request;
   }
 
   /** Orders all RMA/atomic operations issued before it before those issued after, on every endpoint. */
@@ -326,6 +345,7 @@ export class Worker implements RequestHost {
     buffer: BufferSource | readonly BufferSource[], tag: bigint | number, tagMask: bigint | number = FULL_MASK,
     options: ReceiveOptions = {},
   ): Request<TagRecvInfo> {
+    options = optionsObject(options, 'tagRecv options');
     return this._tagRecv(buffer, tag, tagMask, null, options.signal);
   }
 
@@ -387,6 +407,7 @@ export class Worker implements RequestHost {
    * ```
    */
   tagProbe(tag: bigint | number, tagMask: bigint | number = FULL_MASK, options: { remove?: boolean } = {}): TagProbeResult | null {
+    options = optionsObject(options, 'tagProbe options');
     const handle = this._live('Worker');
     const t = toTag(tag, 'tag');
     const m = toTag(tagMask, 'tagMask');
@@ -402,7 +423,7 @@ export class Worker implements RequestHost {
       length,
       senderTag,
       receive: (buffer: BufferSource) => {
-        if (received) throw new TypeError('this probed message was already received');
+        if (received) throw new InvalidStateError('this probed message was already received');
         received = true;
         return this.#receiveProbed(message, buffer);
       },
@@ -443,6 +464,7 @@ export class Worker implements RequestHost {
    * ```
    */
   amMessages(id: number, options: { signal?: AbortSignal } = {}): AsyncIterableIterator<AmMessage> {
+    options = optionsObject(options, 'amMessages options');
     this._live('Worker');
     return this.#am.iterate(id, options.signal);
   }
@@ -488,12 +510,13 @@ export class Worker implements RequestHost {
     options: ListenerOptions | UcxxPythonListenerOptions = {},
     onConnection?: ((endpoint: Endpoint) => void) | ((endpoint: UcxxPythonEndpoint) => void),
   ): Listener | UcxxPythonListener {
+    options = optionsObject(options, 'listen options');
     // Opt-in: ucxx Python's endpoint handshake on every accepted connection (src/ucxx-python).
     if ('handshake' in options && options.handshake !== undefined) {
       return listenUcxxPython(this, options, onConnection as (endpoint: UcxxPythonEndpoint) => void);
     }
     const handle = this._live('Worker');
-    const listener = new Listener(this, handle, options, onConnection as (endpoint: Endpoint) => void);
+    const listener = new Listener(INTERNAL, this, handle, options, onConnection as (endpoint: Endpoint) => void);
     this.#listeners.add(listener);
     this._updateBusy();
     return listener;
@@ -510,6 +533,7 @@ export class Worker implements RequestHost {
   connect(host: string, port: number, options: UcxxPythonConnectOptions): Promise<UcxxPythonEndpoint>;
   connect(host: string, port: number, options?: EndpointOptions): Promise<Endpoint>;
   async connect(host: string, port: number, options: EndpointOptions | UcxxPythonConnectOptions = {}): Promise<Endpoint | UcxxPythonEndpoint> {
+    options = optionsObject(options, 'connect options');
     // Opt-in: ucxx Python's endpoint handshake after the connection (src/ucxx-python).
     if ('handshake' in options && options.handshake !== undefined) return connectUcxxPython(this, host, port, options);
     this._live('Worker');
@@ -519,7 +543,7 @@ export class Worker implements RequestHost {
     // client-server connection to itself (failed flushes on close, a crash in its async thread when the
     // process exits while connecting), and it gains nothing from shared memory.
     const mode = resolveErrorMode(options.errorHandling, () => isLocalIp(ip) && !isOwnListenerPort(port));
-    const endpoint = Endpoint._create(this, handle, options, mode, (params) => {
+    const endpoint = Endpoint._create(INTERNAL, this, handle, options, mode, (params) => {
       params
         .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_SOCK_ADDR | K.UCP_EP_PARAM_FIELD_FLAGS)
         .setU32('flags', Number(K.UCP_EP_PARAMS_FLAGS_CLIENT_SERVER))
@@ -530,6 +554,11 @@ export class Worker implements RequestHost {
       await endpoint.flush();
     } catch (err) {
       await endpoint.close();
+      const status = (err as { status?: number }).status;
+      // UCX 1.13's TCP CM reports a refused connection as NOT_CONNECTED on the flush; say what it means.
+      if (status === UCS_ERR_NOT_CONNECTED || status === UCS_ERR_REJECTED) {
+        throw new ConnectionRefusedError(`${host}:${port}`, status, { cause: err });
+      }
       if (err instanceof Error) err.message += connectFailureHint(err, mode, options.errorHandling, this.#context.features);
       throw err;
     }
@@ -544,13 +573,14 @@ export class Worker implements RequestHost {
    * ```
    */
   connectToAddress(address: BufferSource, options: EndpointOptions = {}): Endpoint {
+    options = optionsObject(options, 'connectToAddress options');
     const handle = this._live('Worker');
     const bytes = asBytes(address, 'worker address');
-    if (bytes.byteLength === 0) throw new RangeError('worker address is empty');
+    if (bytes.byteLength === 0) throw new ArgumentOutOfRangeError('worker address is empty');
     const checked = new Uint8Array(bytes); // UCX trusts it: validate, and pass, a copy nobody can change
     validateWorkerAddress(checked);
     const mode = resolveErrorMode(options.errorHandling, () => sharesHost(this.#ownAddress(), checked));
-    return Endpoint._create(this, handle, options, mode, (params) => {
+    return Endpoint._create(INTERNAL, this, handle, options, mode, (params) => {
       params
         .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_REMOTE_ADDRESS)
         .setPtr('address', addressOf(checked));
@@ -580,12 +610,15 @@ export class Worker implements RequestHost {
   async #close(): Promise<void> {
     if (this.#handle === null) return;
     const handle = this.#handle;
+    // Rendezvous descriptors first, and progress while UCX tells their senders: UCX 1.13 asserts
+    // (ucp_worker.inl:92) in ucp_am_data_release once the endpoint the message came through is closed,
+    // and segfaults in ucp_rndv_ats_handler when the answer reaches a sender already cancelled.
+    if (this.#am.close() > 0) await this._progressUntil(() => false, 50);
     for (const request of this.#inflightRequests()) {
       if (request._handle !== null) ucx().ucp_request_cancel(handle, request._handle);
     }
     await Promise.all([...this.#endpoints].map((ep) => ep.close()));
     for (const listener of [...this.#listeners]) listener.close();
-    this.#am.close();
     this.#engine.progress();
     // Whatever UCX did not complete by now never will once the worker is gone.
     this.#engine.close();
@@ -635,6 +668,23 @@ export class Worker implements RequestHost {
 
   // ---- internals shared with Endpoint and Listener -------------------------------------------------
 
+  #maxAmHeader = -1;
+
+  /**
+   * @internal The largest active-message header this worker's UCX accepts (ucp_worker_query
+   * UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER). UCX 1.13 does not fail a send with a larger one: it aborts
+   * the process ("RTS is too big").
+   */
+  _maxAmHeader(): number {
+    if (this.#maxAmHeader < 0) {
+      const attr = new StructBuffer(layouts.ucp_worker_attr_t);
+      attr.setU64('field_mask', K.UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER);
+      check(ucx().ucp_worker_query(this._live('Worker'), attr.buffer), 'ucp_worker_query');
+      this.#maxAmHeader = Number(attr.getU64('max_am_header'));
+    }
+    return this.#maxAmHeader;
+  }
+
   /** @internal Returns the handle for a new operation, or throws ClosedError once closing. */
   _live(what: string): bigint {
     if (this.#handle === null || this.#closing !== undefined) {
@@ -650,7 +700,7 @@ export class Worker implements RequestHost {
 
   /** @internal A Request with a slot id ready to be written into user_data. */
   _newRequest<T>(kind: ResultKind, what: string, keep: unknown): Request<T> {
-    const request = new Request<T>(this, kind, what, keep);
+    const request = new Request<T>(INTERNAL, this, kind, what, keep);
     request._id = inflight.add(request);
     return request;
   }
@@ -686,7 +736,7 @@ export class Worker implements RequestHost {
       this.#engine.touch();
       return COMPLETED;
     }
-    const request = new Request<void>(this, ResultKind.Void, what, keep);
+    const request = new Request<void>(INTERNAL, this, ResultKind.Void, what, keep);
     const status = statusOfPtr(ptr);
     if (status !== 1) {
       inflight.release(id);
@@ -795,7 +845,7 @@ export class Worker implements RequestHost {
 
   /** @internal A request that failed before reaching UCX because its signal had already aborted. */
   _aborted<T>(what: string): Request<T> {
-    const request = new Request<T>(null, ResultKind.Void, what, null);
+    const request = new Request<T>(INTERNAL, null, ResultKind.Void, what, null);
     request._abandon('aborted');
     return request;
   }

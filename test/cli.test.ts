@@ -56,3 +56,29 @@ test('--local with event progress, error handling and a flush every N: the optio
   assert.equal(flushed.status, 0, flushed.stderr);
   assert.equal((JSON.parse(flushed.stdout.trim()) as Record<string, unknown>)['iterations'], 3000);
 });
+
+const INFO = path.join(path.dirname(CLI), 'ucxx-info.js');
+
+test('ucxx-info: the UCX version, the transports this host has, what ucxx-ts sets, the configuration', () => {
+  const json = spawnSync(process.execPath, [INFO, '--json'], { encoding: 'utf8', timeout: 30_000 });
+  assert.equal(json.status, 0, json.stderr);
+  const info = JSON.parse(json.stdout) as {
+    ucx: string; resources: { transport: string; device: string }[]; environment: { name: string }[];
+    config: Record<string, string>;
+  };
+  assert.match(info.ucx, /^1\.13\.\d+$/);
+  const transports = new Set(info.resources.map((r) => r.transport));
+  for (const t of ['tcp', 'sysv', 'posix', 'cma', 'self']) assert.ok(transports.has(t), `no ${t} in ${[...transports].join(', ')}`);
+  assert.ok(info.resources.some((r) => r.transport === 'tcp' && r.device === 'lo'));
+  assert.deepEqual(info.environment.map((e) => e.name), ['UCX_MEM_MMAP_HOOK_MODE', 'UCX_MEM_MALLOC_HOOKS', 'UCX_MEM_EVENTS']);
+  assert.equal(info.config['TLS'], 'all');
+  // A setting of the user's shows in the configuration; a stream-only context has fewer resources.
+  const config = spawnSync(process.execPath, [INFO, '-c', '--features', 'stream,wakeup'], {
+    encoding: 'utf8', timeout: 30_000, env: { ...process.env, UCX_TLS: 'tcp,self' },
+  });
+  assert.equal(config.status, 0, config.stderr);
+  assert.match(config.stdout, /^UCX_TLS=tcp,self$/m);
+  const bad = spawnSync(process.execPath, [INFO, '--bogus'], { encoding: 'utf8', timeout: 30_000 });
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /bogus/);
+});

@@ -80,3 +80,40 @@ test('listening twice on one port is a UcxError', async () => {
   using listener = worker.listen({ host: '127.0.0.1', port: 0 });
   assert.throws(() => worker.listen({ host: '127.0.0.1', port: listener.port }), UcxError);
 });
+
+test('cancel() and an AbortSignal settle a send that UCX cannot cancel at once; closing afterwards is safe', async () => {
+  await using context = new Context();
+  const server = context.createWorker();
+  const accepted: Promise<unknown>[] = [];
+  const listener = server.listen({ host: '127.0.0.1', port: 0 }, (ep) => accepted.push(Promise.resolve(ep)));
+  const worker = context.createWorker();
+  const endpoint = await worker.connect('127.0.0.1', listener.port);
+  // Nobody receives tag 5: a synchronous send waits for ever.
+  const waiting = endpoint.tagSendSync(new Uint8Array(64), 5n);
+  assert.equal(waiting.completed, false);
+  waiting.cancel();
+  await assert.rejects(within(100, Promise.resolve(waiting), 'cancelled send'), CanceledError);
+  const controller = new AbortController();
+  const aborted = endpoint.tagSendSync(new Uint8Array(64), 5n, { signal: controller.signal });
+  controller.abort();
+  await assert.rejects(within(100, Promise.resolve(aborted), 'aborted send'), CanceledError);
+  // Aborted before it was posted: never reaches UCX.
+  await assert.rejects(Promise.resolve(endpoint.flush({ signal: controller.signal })), CanceledError);
+  await within(10_000, endpoint.close(), 'endpoint close');
+  await within(10_000, worker.close(), 'worker close');
+});
+
+test('failureTimeout: checked, and it sets the TCP keepalive timers of the context only', () => {
+  assert.throws(() => new Context({ failureTimeout: 0 }), RangeError);
+  const context = new Context({ failureTimeout: 4000 });
+  const config = context.getConfig();
+  assert.equal(context.failureTimeout, 4000);
+  assert.equal(config['TCP_KEEPIDLE'], '2s');
+  assert.equal(config['TCP_KEEPINTVL'], '1s');
+  assert.equal(config['TCP_KEEPCNT'], '2');
+  assert.equal(config['TCP_CM_REUSEADDR'], 'y');
+  void context.close();
+  const off = new Context({ failureTimeout: Infinity, reuseAddress: false });
+  assert.equal(off.getConfig()['TCP_KEEPIDLE'], undefined);
+  void off.close();
+});

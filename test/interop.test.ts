@@ -8,6 +8,7 @@
  * those byte for byte, acknowledges, and the C program prints OK. The protocol, the tags and the AM
  * header layout are described at the top of interop_peer.c; the byte pattern is defined identically
  * there and in `patternByte` below. Needs gcc and libucx-dev: without them these tests fail (never skip).
+ * The C program runs with an environment of PATH only (UCX's defaults).
  *
  * As the server, ucxx-ts flushes the accepted endpoint before its first send: see the note in exchange()
  * (UCX 1.13.1 fails or crashes on larger sends posted before an accepted endpoint's wireup).
@@ -20,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Context, type AmMessage, type Endpoint, type Worker } from 'ucxx-ts';
+import { cleanEnvironment } from './helpers/c-peer.js';
 
 const SOURCE = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'test', 'c', 'interop_peer.c');
 const INSTALL_HINT =
@@ -121,7 +123,9 @@ class CPeer {
   #lineWaiters: (() => void)[] = [];
 
   constructor(args: string[]) {
-    this.child = spawn(peerBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    // UCX's defaults: PATH and nothing else, so no UCX_* variable of this process (ucxx-ts sets some
+    // for itself, see UCX_ENVIRONMENT_DEFAULTS) or of the shell reaches the C program.
+    this.child = spawn(peerBinary(), args, { env: cleanEnvironment(), stdio: ['ignore', 'pipe', 'pipe'] });
     this.child.stdout?.on('data', (chunk: Buffer) => {
       this.stdout += chunk.toString();
       for (const wake of this.#lineWaiters.splice(0)) wake();

@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
 import { Worker as Thread } from 'node:worker_threads';
-import { Context } from 'ucxx-ts';
+import { Context, createRemoteKeyFromSerialized } from 'ucxx-ts';
 import { participant, type ExchangeInfo, type ExchangeReport } from './helpers/thread-exchange.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -74,10 +74,28 @@ describe('threads', () => {
     assert.match(result.stdout, /thread-exits: done/);
   });
 
-  test('a handle from another thread: nothing in the public API takes a raw worker or endpoint handle', {
-    skip: 'the raw memPut/memGet(buffer, address, rkeyHandle) forms take rkey handles; another branch checks ' +
-      "them against the endpoint's own live keys: test a foreign thread's rkey handle once that lands",
-  }, () => undefined);
+  test("a raw rkey handle from another thread is refused by this thread's endpoints", async () => {
+    await using context = new Context();
+    const worker = context.createWorker();
+    const region = context.createMemoryHandle(4096);
+    const endpoint = worker.connectToAddress(worker.getAddress());
+    await endpoint.flush();
+    const own = createRemoteKeyFromSerialized(endpoint, region.createRemoteKey().serialize());
+    const thread = new Thread(THREAD, { workerData: { role: 'handle' } });
+    const handles = await nextMessage<{ rkey: bigint; base: bigint }>(thread, 'handles');
+    const buffer = new Uint8Array(8);
+    // The foreign handle is a live ucp_rkey_h, valid in its own thread: it must never reach ucp_put_nbx here.
+    assert.throws(() => endpoint.memPut(buffer, handles.base, handles.rkey), /not the handle of a live RemoteKey/);
+    assert.throws(() => endpoint.memGet(buffer, handles.base, handles.rkey), /not the handle of a live RemoteKey/);
+    // This endpoint's own key, in the same raw form, works.
+    await endpoint.memPut(new Uint8Array([9, 8, 7]), region.getBaseAddress(), own.getHandle() as bigint);
+    await endpoint.flush();
+    assert.deepEqual([...region.view().subarray(0, 3)], [9, 8, 7]);
+    const closed = nextMessage(thread, 'closed');
+    thread.postMessage({ type: 'done' });
+    await closed;
+    await new Promise((resolve) => thread.once('exit', resolve));
+  });
 });
 
 describe('a region whose owner blocks', () => {

@@ -15,6 +15,8 @@ export type PtrArg = bigint | null | ArrayBufferView | ArrayBuffer | SharedArray
 export interface UcxFunctions {
   ucp_get_version(major: Buffer, minor: Buffer, release: Buffer): void;
   ucs_status_string(status: number): string;
+  ucs_global_opts_get_value(name: string, value: Buffer, max: number): number;
+  ucs_global_opts_set_value(name: string, value: string): number;
 
   ucp_config_read(envPrefix: string | null, filename: string | null, configOut: Buffer): number;
   ucp_config_release(config: Ptr): void;
@@ -114,6 +116,8 @@ export type CallbackKind = keyof typeof callbackTypes;
 const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
   ucs: [
     'const char *ucs_status_string(int8_t status)',
+    'int8_t ucs_global_opts_get_value(const char *name, void *value, size_t max)',
+    'int8_t ucs_global_opts_set_value(const char *name, const char *value)',
     'void ucs_config_parser_print_all_opts(void *stream, const char *prefix, uint32_t flags, void *list)',
   ],
   ucp: [

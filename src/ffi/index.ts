@@ -24,6 +24,23 @@ export function ucx(): UcxFunctions {
   return functions;
 }
 
+/**
+ * Runs `fn` with UCX's log level at 'fatal', then restores it: for a call whose UCX error logs are
+ * expected and say nothing to the user (UCX logs to stdout by default, into a program's own output).
+ */
+export function withUcxLogsQuiet<T>(fn: () => T): T {
+  const api = ucx();
+  const saved = Buffer.alloc(32);
+  if (api.ucs_global_opts_get_value('LOG_LEVEL', saved, saved.length) !== 0) return fn();
+  const previous = saved.toString('latin1', 0, Math.max(0, saved.indexOf(0)));
+  if (api.ucs_global_opts_set_value('LOG_LEVEL', 'fatal') !== 0) return fn();
+  try {
+    return fn();
+  } finally {
+    api.ucs_global_opts_set_value('LOG_LEVEL', previous);
+  }
+}
+
 /** The installed libucp version as [major, minor, release]. */
 export function ucpVersion(): [number, number, number] {
   const cells = [Buffer.alloc(4), Buffer.alloc(4), Buffer.alloc(4)] as const;

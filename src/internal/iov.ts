@@ -1,6 +1,7 @@
 /** Building `ucp_dt_iov_t` arrays for operations on a list of buffers (UCP_DATATYPE_IOV). */
 import { addressOf, layouts } from '../ffi/index.js';
 import { asBytes } from './bytes.js';
+import { InvalidArgumentError } from './misuse-errors.js';
 
 const ENTRY = layouts.ucp_dt_iov_t;
 
@@ -16,7 +17,7 @@ export interface Iov {
 
 /** Describes a list of buffers as a ucp_dt_iov_t array. Throws TypeError for an empty or bad list. */
 export function buildIov(buffers: readonly unknown[], what: string): Iov {
-  if (buffers.length === 0) throw new TypeError(`${what}: the list of buffers is empty`);
+  if (buffers.length === 0) throw new InvalidArgumentError(`${what}: the list of buffers is empty`);
   const parts = buffers.map((b, i) => asBytes(b, `${what}[${i}]`));
   const array = Buffer.alloc(ENTRY.size * parts.length);
   let bytes = 0;

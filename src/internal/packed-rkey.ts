@@ -34,6 +34,7 @@
  */
 
 import { RemoteKeyFormatError } from './remote-key-format-error.js';
+import { InvalidArgumentError } from './misuse-errors.js';
 
 /** `UCS_MEMORY_TYPE_LAST` of UCX 1.13 (HOST, CUDA, CUDA_MANAGED, ROCM, ROCM_MANAGED). */
 export const UCS_MEMORY_TYPE_LAST_1_13 = 5;
@@ -94,7 +95,7 @@ function fail(message: string): never {
  */
 export function parsePackedRkey(bytes: Uint8Array, options: ParsePackedRkeyOptions = {}): ParsedPackedRkey {
   if (!(bytes instanceof Uint8Array)) {
-    throw new TypeError('packed remote key must be a Uint8Array');
+    throw new InvalidArgumentError('packed remote key must be a Uint8Array');
   }
   const memoryTypeLimit = options.memoryTypeLimit ?? UCS_MEMORY_TYPE_LAST_1_13;
   const maxMds = options.maxMds ?? UCP_MAX_MDS_1_13;

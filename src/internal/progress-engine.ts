@@ -24,6 +24,7 @@
 import { UCS_OK, pollReadable, ucx, type FdWatch, OutCell } from '../ffi/index.js';
 import { errorFromStatus } from '../errors.js';
 import { progressOnce } from './completions.js';
+import { InvalidArgumentError } from './misuse-errors.js';
 
 export type ProgressMode = 'event' | 'polling' | 'manual';
 
@@ -87,7 +88,7 @@ export class ProgressEngine {
     this.#afterProgress = afterProgress;
     if (mode === 'manual') return;
     if (!wakeup) {
-      throw new TypeError(`progressMode '${mode}' needs the context feature 'wakeup'; use 'manual' without it`);
+      throw new InvalidArgumentError(`progressMode '${mode}' needs the context feature 'wakeup'; use 'manual' without it`);
     }
     const fd = new OutCell();
     const status = ucx().ucp_worker_get_efd(worker, fd.reset());

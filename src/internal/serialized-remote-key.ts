@@ -48,6 +48,8 @@
 import { RemoteKeyFormatError } from './remote-key-format-error.js';
 import { stdHashBytes } from './std-hash.js';
 import { parsePackedRkey, type ParsedPackedRkey, type ParsePackedRkeyOptions } from './packed-rkey.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError } from './misuse-errors.js';
+import { show } from './bytes.js';
 
 export type RemoteKeyAccess = 'read' | 'write' | 'read-write';
 
@@ -78,7 +80,7 @@ function accessToFlags(access: RemoteKeyAccess): number {
     case 'read-write':
       return ACCESS_READ | ACCESS_WRITE;
     default:
-      throw new TypeError(`access must be 'read', 'write' or 'read-write', not ${String(access)}`);
+      throw new InvalidArgumentError(`access must be 'read', 'write' or 'read-write', not ${show(access)}`);
   }
 }
 
@@ -140,20 +142,20 @@ export function encodeSerializedRemoteKey(
   packedRkeyOptions?: ParsePackedRkeyOptions,
 ): Uint8Array {
   const { packedRkey, baseAddress, size, access } = fields;
-  if (!(packedRkey instanceof Uint8Array)) throw new TypeError('packedRkey must be a Uint8Array');
-  if (typeof baseAddress !== 'bigint') throw new TypeError('baseAddress must be a bigint');
-  if (typeof size !== 'bigint') throw new TypeError('size must be a bigint');
+  if (!(packedRkey instanceof Uint8Array)) throw new InvalidArgumentError('packedRkey must be a Uint8Array');
+  if (typeof baseAddress !== 'bigint') throw new InvalidArgumentError('baseAddress must be a bigint');
+  if (typeof size !== 'bigint') throw new InvalidArgumentError('size must be a bigint');
   if (baseAddress < 0n || baseAddress >= TWO_POW_64) {
-    throw new RangeError(`baseAddress ${baseAddress} is not an unsigned 64-bit value`);
+    throw new ArgumentOutOfRangeError(`baseAddress ${baseAddress} is not an unsigned 64-bit value`);
   }
-  if (size < 0n || size >= TWO_POW_64) throw new RangeError(`size ${size} is not an unsigned 64-bit value`);
+  if (size < 0n || size >= TWO_POW_64) throw new ArgumentOutOfRangeError(`size ${size} is not an unsigned 64-bit value`);
   checkRegion(baseAddress, size, (m) => {
-    throw new RangeError(m);
+    throw new ArgumentOutOfRangeError(m);
   });
   const flags = access === undefined ? undefined : accessToFlags(access);
   const n = packedRkey.length;
   if (n === 0 || n > MAX_PACKED_RKEY_SIZE) {
-    throw new RangeError(`packedRkey is ${n} bytes; it must be 1 to ${MAX_PACKED_RKEY_SIZE} bytes`);
+    throw new ArgumentOutOfRangeError(`packedRkey is ${n} bytes; it must be 1 to ${MAX_PACKED_RKEY_SIZE} bytes`);
   }
   parsePackedRkey(packedRkey, packedRkeyOptions);
 
@@ -181,7 +183,7 @@ function toBytes(input: unknown): Uint8Array {
   if (ArrayBuffer.isView(input)) return new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
   if (input instanceof ArrayBuffer) return new Uint8Array(input);
   if (typeof SharedArrayBuffer !== 'undefined' && input instanceof SharedArrayBuffer) return new Uint8Array(input);
-  throw new TypeError(
+  throw new InvalidArgumentError(
     `a serialized remote key must be a Uint8Array, Buffer, ArrayBuffer view or ArrayBuffer, not ${
       input === null ? 'null' : typeof input
     }`,

@@ -1,6 +1,8 @@
 /** Building and reading `struct sockaddr_in`/`sockaddr_in6` for listeners and client endpoints. */
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
+import { InvalidArgumentError, ArgumentOutOfRangeError } from './misuse-errors.js';
+import { show } from './bytes.js';
 
 const AF_INET = 2;
 const AF_INET6 = 10;
@@ -12,14 +14,14 @@ export interface SocketAddress {
 
 function checkPort(port: number): void {
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new RangeError(`port must be an integer in [0, 65535], got ${port}`);
+    throw new ArgumentOutOfRangeError(`port must be an integer in [0, 65535], got ${show(port)}`);
   }
 }
 
 /** Resolves a host name (or takes an IP literal) and encodes it with the port as a sockaddr. */
 export async function resolveSockaddr(host: string, port: number): Promise<{ sockaddr: Buffer; ip: string }> {
   checkPort(port);
-  if (typeof host !== 'string' || host === '') throw new TypeError('host must be a non-empty string');
+  if (typeof host !== 'string' || host === '') throw new InvalidArgumentError('host must be a non-empty string');
   const family = isIP(host);
   const ip = family !== 0 ? host : (await lookup(host)).address;
   return { sockaddr: encodeSockaddr(ip, port), ip };
@@ -43,7 +45,7 @@ export function encodeSockaddr(address: string, port: number): Buffer {
     expandIpv6(address).copy(sa, 8);
     return sa;
   }
-  throw new TypeError(`not an IP address: ${address}`);
+  throw new InvalidArgumentError(`not an IP address: ${address}`);
 }
 
 function expandIpv6(address: string): Buffer {

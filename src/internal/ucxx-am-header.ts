@@ -18,6 +18,8 @@
  * header). This decoder does the same. Pure code, no FFI.
  */
 import { UcxxHeaderFormatError } from './ucxx-header-error.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError } from './misuse-errors.js';
+import { show, optionsObject } from './bytes.js';
 
 /** What the receiver does with a rendezvous message in a memory type it has no allocator for. */
 export type AmMemoryTypePolicy = 'fallbackToHost' | 'errorOnUnsupported';
@@ -62,12 +64,12 @@ function fail(message: string): never {
 
 /** The 64 wire bytes of an owner name (RangeError/TypeError for a name ucxx cannot carry). */
 export function encodeAmOwner(owner: string): Uint8Array {
-  if (typeof owner !== 'string') throw new TypeError(`the receiver-callback owner must be a string, got ${typeof owner}`);
+  if (typeof owner !== 'string') throw new InvalidArgumentError(`the receiver-callback owner must be a string, got ${typeof owner}`);
   const bytes = utf8.encode(owner);
   if (bytes.byteLength > AM_OWNER_MAX_LENGTH) {
-    throw new RangeError(`the receiver-callback owner takes ${bytes.byteLength} bytes of UTF-8, at most ${AM_OWNER_MAX_LENGTH}`);
+    throw new ArgumentOutOfRangeError(`the receiver-callback owner takes ${bytes.byteLength} bytes of UTF-8, at most ${AM_OWNER_MAX_LENGTH}`);
   }
-  if (bytes.includes(0)) throw new RangeError('the receiver-callback owner must not contain NUL');
+  if (bytes.includes(0)) throw new ArgumentOutOfRangeError('the receiver-callback owner must not contain NUL');
   const out = new Uint8Array(AM_OWNER_STORAGE_SIZE);
   out.set(bytes);
   return out;
@@ -76,14 +78,14 @@ export function encodeAmOwner(owner: string): Uint8Array {
 /** A receiver-callback id as a u64 bigint. */
 export function toAmCallbackId(id: unknown): bigint {
   if (typeof id === 'number') {
-    if (!Number.isSafeInteger(id) || id < 0) throw new RangeError(`the receiver-callback id must be a non-negative integer, got ${id}`);
+    if (!Number.isSafeInteger(id) || id < 0) throw new ArgumentOutOfRangeError(`the receiver-callback id must be a non-negative integer, got ${show(id)}`);
     return BigInt(id);
   }
   if (typeof id === 'bigint') {
-    if (id < 0n || id > U64_MAX) throw new RangeError(`the receiver-callback id must fit in 64 bits, got ${id}`);
+    if (id < 0n || id > U64_MAX) throw new ArgumentOutOfRangeError(`the receiver-callback id must fit in 64 bits, got ${show(id)}`);
     return id;
   }
-  throw new TypeError(`the receiver-callback id must be a number or a bigint, got ${typeof id}`);
+  throw new InvalidArgumentError(`the receiver-callback id must be a number or a bigint, got ${typeof id}`);
 }
 
 export interface EncodeAmHeaderOptions {
@@ -97,13 +99,14 @@ export interface EncodeAmHeaderOptions {
 
 /** The header bytes ucxx's `AmHeader::serialize` produces for these fields (the current format). */
 export function encodeUcxxAmHeader(options: EncodeAmHeaderOptions = {}): Uint8Array {
+  options = optionsObject(options, 'encodeUcxxAmHeader options');
   const memoryType = options.memoryType ?? 0;
   if (!Number.isInteger(memoryType) || memoryType < 0 || memoryType > AM_MEMORY_TYPE_MAX) {
-    throw new RangeError(`memoryType must be a ucs_memory_type_t in [0, ${AM_MEMORY_TYPE_MAX}], got ${String(memoryType)}`);
+    throw new ArgumentOutOfRangeError(`memoryType must be a ucs_memory_type_t in [0, ${AM_MEMORY_TYPE_MAX}], got ${show(memoryType)}`);
   }
   const policy = POLICY_CODES[options.memoryTypePolicy ?? 'fallbackToHost'];
   if (policy === undefined) {
-    throw new TypeError(`memoryTypePolicy must be 'fallbackToHost' or 'errorOnUnsupported', got ${String(options.memoryTypePolicy)}`);
+    throw new InvalidArgumentError(`memoryTypePolicy must be 'fallbackToHost' or 'errorOnUnsupported', got ${show(options.memoryTypePolicy)}`);
   }
   const info = options.receiverCallbackInfo ?? null;
   const owner = info === null ? null : encodeAmOwner(info.owner);
@@ -136,7 +139,7 @@ export function encodeUcxxAmHeader(options: EncodeAmHeaderOptions = {}): Uint8Ar
  * bytes. Anything else (short, trailing bytes, sizes that do not add up) is a UcxxHeaderFormatError.
  */
 export function decodeUcxxAmHeader(bytes: Uint8Array): UcxxAmHeader {
-  if (!(bytes instanceof Uint8Array)) throw new TypeError('a ucxx AM header must be a Uint8Array');
+  if (!(bytes instanceof Uint8Array)) throw new InvalidArgumentError('a ucxx AM header must be a Uint8Array');
   const length = bytes.byteLength;
   if (length < 5) fail(`${length} bytes, at least 5 expected`);
   const view = new DataView(bytes.buffer, bytes.byteOffset, length);

@@ -14,6 +14,8 @@
  * last has `next = 1` and exactly 100 frames. Pure code, no FFI.
  */
 import { UcxxHeaderFormatError } from './ucxx-header-error.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError } from './misuse-errors.js';
+import { show } from './bytes.js';
 
 /** Frames one header describes at most (ucxx's `HeaderFramesSize`). */
 export const TAG_MULTI_HEADER_FRAMES = 100;
@@ -42,13 +44,14 @@ function fail(message: string): never {
  * makes them. At least one frame: ucxx has no representation for zero (it would send nothing).
  */
 export function encodeTagMultiHeaders(sizes: readonly number[], isCUDA?: readonly boolean[]): Uint8Array[] {
-  if (!Array.isArray(sizes)) throw new TypeError('tagMulti frame sizes must be an array');
+  if (!Array.isArray(sizes)) throw new InvalidArgumentError('tagMulti frame sizes must be an array');
   if (sizes.length === 0) {
-    throw new RangeError('tagMulti needs at least one frame: ucxx\'s protocol has no way to send zero ' +
+    throw new ArgumentOutOfRangeError('tagMulti needs at least one frame: ucxx\'s protocol has no way to send zero ' +
       '(ucxx sends no header and its request never completes)');
   }
+  if (isCUDA !== undefined && !Array.isArray(isCUDA)) throw new InvalidArgumentError('tagMulti isCUDA flags must be an array');
   if (isCUDA !== undefined && isCUDA.length !== sizes.length) {
-    throw new RangeError(`tagMulti: ${sizes.length} sizes but ${isCUDA.length} isCUDA flags`);
+    throw new ArgumentOutOfRangeError(`tagMulti: ${sizes.length} sizes but ${isCUDA.length} isCUDA flags`);
   }
   const headers: Uint8Array[] = [];
   for (let first = 0; first < sizes.length; first += TAG_MULTI_HEADER_FRAMES) {
@@ -60,7 +63,7 @@ export function encodeTagMultiHeaders(sizes: readonly number[], isCUDA?: readonl
     for (let i = 0; i < count; i++) {
       const size = sizes[first + i];
       if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
-        throw new RangeError(`tagMulti frame ${first + i}: size must be a non-negative safe integer, got ${String(size)}`);
+        throw new ArgumentOutOfRangeError(`tagMulti frame ${first + i}: size must be a non-negative safe integer, got ${show(size)}`);
       }
       view.setInt32(OFFSET_IS_CUDA + 4 * i, isCUDA?.[first + i] === true ? 1 : 0, true);
       view.setBigUint64(OFFSET_SIZE + 8 * i, BigInt(size), true);
@@ -76,7 +79,7 @@ export function encodeTagMultiHeaders(sizes: readonly number[], isCUDA?: readonl
  * is a UcxxHeaderFormatError.
  */
 export function decodeTagMultiHeader(bytes: Uint8Array): TagMultiHeader {
-  if (!(bytes instanceof Uint8Array)) throw new TypeError('a tagMulti header must be a Uint8Array');
+  if (!(bytes instanceof Uint8Array)) throw new InvalidArgumentError('a tagMulti header must be a Uint8Array');
   if (bytes.byteLength !== TAG_MULTI_HEADER_SIZE) {
     fail(`${bytes.byteLength} bytes, a header has exactly ${TAG_MULTI_HEADER_SIZE}`);
   }

@@ -56,6 +56,7 @@
  * host:port, a shared-memory segment id, a pid) still names whatever the peer chose, and UCX's
  * transports trust the peer they then talk to.
  */
+import { InvalidArgumentError } from './misuse-errors.js';
 
 /** Thrown for a worker address that is not shaped like one `ucp_worker_query` packs. */
 export class WorkerAddressFormatError extends Error {
@@ -459,7 +460,7 @@ function readAttributes(c: Cursor, v2: boolean, index: number): ByteRange {
  * described in the module comment, and returns what it found. Throws WorkerAddressFormatError.
  */
 export function parseWorkerAddress(bytes: Uint8Array): ParsedWorkerAddress {
-  if (!(bytes instanceof Uint8Array)) throw new TypeError('worker address must be a Uint8Array');
+  if (!(bytes instanceof Uint8Array)) throw new InvalidArgumentError('worker address must be a Uint8Array');
   const c: Cursor = new Cursor(bytes);
   if (bytes.length === 0) c.fail('is empty');
 

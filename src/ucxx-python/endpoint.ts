@@ -13,11 +13,12 @@
  */
 import { constants as bufferConstants } from 'node:buffer';
 import type { Endpoint } from '../endpoint.js';
-import { byteLengthOf, type BufferSource } from '../internal/bytes.js';
+import { optionsObject, byteLengthOf, type BufferSource, show } from '../internal/bytes.js';
 import { MessageFormatError } from './errors.js';
 import type { PeerTags } from './handshake.js';
 import { messageTag } from './peer-info.js';
 import { HEADER_BYTES, decodeHeader, encodeHeaders } from './tag-multi-header.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from '../internal/misuse-errors.js';
 
 const FULL_MASK = (1n << 64n) - 1n;
 
@@ -43,7 +44,7 @@ export interface UcxxPythonAllocatingRecvOptions extends UcxxPythonRecvOptions {
 
 function limitOf(options: UcxxPythonAllocatingRecvOptions): number {
   const max = options.maxBytes ?? bufferConstants.MAX_LENGTH;
-  if (typeof max !== 'number' || !(max >= 0)) throw new RangeError(`maxBytes must be a non-negative number, got ${String(max)}`);
+  if (typeof max !== 'number' || !(max >= 0)) throw new ArgumentOutOfRangeError(`maxBytes must be a non-negative number, got ${show(max)}`);
   return Math.min(max, bufferConstants.MAX_LENGTH);
 }
 
@@ -56,7 +57,8 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
   readonly msgTagRecv: bigint;
 
   /** @internal Made by `worker.connect(..., { handshake: 'ucxx-python' })` and the ucxx Python listener. */
-  constructor(endpoint: Endpoint, tags: PeerTags) {
+  constructor(token: typeof INTERNAL, endpoint: Endpoint, tags: PeerTags) {
+    checkConstructorToken(token, 'UcxxPythonEndpoint', "worker.connect(host, port, { handshake: 'ucxx-python' }) or its listener");
     this.endpoint = endpoint;
     this.msgTagSend = tags.msgTagSend;
     this.msgTagRecv = tags.msgTagRecv;
@@ -90,6 +92,7 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
 
   /** ucxx Python's `send(buffer)`: one tag message. */
   async send(buffer: BufferSource, options: UcxxPythonTagOptions = {}): Promise<void> {
+    options = optionsObject(options, 'send options');
     await this.endpoint.tagSend(buffer, this.#sendTag(options)).promise;
   }
 
@@ -98,12 +101,14 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
    * longer than the buffer is a MessageTruncatedError; a shorter one fills the start (as in ucxx).
    */
   async recv(buffer: BufferSource, options: UcxxPythonRecvOptions = {}): Promise<number> {
+    options = optionsObject(options, 'recv options');
     const info = await this.endpoint.tagRecv(buffer, this.#recvTag(options), FULL_MASK, { signal: options.signal }).promise;
     return info.length;
   }
 
   /** ucxx Python's `send_obj(obj)`: the length as a little-endian u64, then the bytes. */
   async sendObj(bytes: BufferSource, options: UcxxPythonTagOptions = {}): Promise<void> {
+    options = optionsObject(options, 'sendObj options');
     const tag = this.#sendTag(options);
     const size = new Uint8Array(8);
     new DataView(size.buffer).setBigUint64(0, BigInt(byteLengthOf(bytes, 'sendObj bytes')), true);
@@ -112,6 +117,7 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
 
   /** ucxx Python's `recv_obj()`: receives the length, then that many bytes into a new Uint8Array. */
   async recvObj(options: UcxxPythonAllocatingRecvOptions = {}): Promise<Uint8Array> {
+    options = optionsObject(options, 'recvObj options');
     const limit = limitOf(options);
     const tag = this.#recvTag(options);
     const sizeBytes = new Uint8Array(8);
@@ -132,8 +138,9 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
    * list is a RangeError (ucxx sends nothing for it and its request never completes).
    */
   async sendMulti(buffers: readonly BufferSource[], options: UcxxPythonTagOptions = {}): Promise<void> {
-    if (!Array.isArray(buffers)) throw new TypeError('sendMulti takes an array of buffers');
-    if (buffers.length === 0) throw new RangeError('sendMulti needs at least one buffer');
+    options = optionsObject(options, 'sendMulti options');
+    if (!Array.isArray(buffers)) throw new InvalidArgumentError('sendMulti takes an array of buffers');
+    if (buffers.length === 0) throw new ArgumentOutOfRangeError('sendMulti needs at least one buffer');
     const tag = this.#sendTag(options);
     const sizes = buffers.map((b: BufferSource) => byteLengthOf(b, 'sendMulti buffer'));
     await this.#sendAll([...encodeHeaders(sizes), ...buffers], tag);
@@ -145,6 +152,7 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
    * must be 1209 bytes and each frame as long as its header says (MessageFormatError otherwise).
    */
   async recvMulti(options: UcxxPythonAllocatingRecvOptions = {}): Promise<Uint8Array[]> {
+    options = optionsObject(options, 'recvMulti options');
     const limit = limitOf(options);
     const tag = this.#recvTag(options);
     const sizes: bigint[] = [];

@@ -12,6 +12,8 @@ import { randomBytes } from 'node:crypto';
 import type { Endpoint } from '../endpoint.js';
 import { HandshakeError, type HandshakeFailure } from './errors.js';
 import { PEER_INFO_BYTES, decodePeerInfo, encodePeerInfo, makeMsgTag } from './peer-info.js';
+import { ArgumentOutOfRangeError } from '../internal/misuse-errors.js';
+import { show } from '../internal/bytes.js';
 
 /** The UCP features ucxx Python's UCXContext enables by default (python/ucxx/ucxx/_lib/libucxx.pyx). */
 export const UCXX_PYTHON_FEATURES = Object.freeze(['tag', 'wakeup', 'stream', 'am', 'rma'] as const);
@@ -29,7 +31,7 @@ export interface PeerTags {
 export function checkTimeout(value: unknown): number {
   const ms = value ?? DEFAULT_CONNECT_TIMEOUT_MS;
   if (typeof ms !== 'number' || !(ms > 0)) {
-    throw new RangeError(`connectTimeout must be a positive number of ms, got ${String(value)}`);
+    throw new ArgumentOutOfRangeError(`connectTimeout must be a positive number of ms, got ${show(value)}`);
   }
   return ms;
 }

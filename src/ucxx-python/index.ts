@@ -7,6 +7,7 @@ import type { Worker } from '../worker.js';
 import { UcxxPythonEndpoint } from './endpoint.js';
 import { checkTimeout, exchangePeerInfo } from './handshake.js';
 import { UcxxPythonListener, type UcxxPythonListenerOptions } from './listener.js';
+import { InvalidArgumentError, INTERNAL } from '../internal/misuse-errors.js';
 
 export { HandshakeError, MessageFormatError, type HandshakeFailure } from './errors.js';
 export {
@@ -27,16 +28,16 @@ export async function connectUcxxPython(
   worker: Worker, host: string, port: number, options: UcxxPythonConnectOptions,
 ): Promise<UcxxPythonEndpoint> {
   const { handshake, connectTimeout, ...plain } = options;
-  if (handshake !== 'ucxx-python') throw new TypeError(`unknown handshake ${JSON.stringify(handshake)}`);
+  if (handshake !== 'ucxx-python') throw new InvalidArgumentError(`unknown handshake ${JSON.stringify(handshake)}`);
   const timeoutMs = checkTimeout(connectTimeout);
   // ucxx Python servers ask for peer error handling on the endpoints they accept, and refuse another mode.
   const endpoint = await worker.connect(host, port, { errorHandling: 'peer', ...plain });
-  return new UcxxPythonEndpoint(endpoint, await exchangePeerInfo(endpoint, 'client', timeoutMs));
+  return new UcxxPythonEndpoint(INTERNAL, endpoint, await exchangePeerInfo(endpoint, 'client', timeoutMs));
 }
 
 /** @internal `worker.listen({ ..., handshake: 'ucxx-python' })`. */
 export function listenUcxxPython(
   worker: Worker, options: UcxxPythonListenerOptions, onConnection?: (endpoint: UcxxPythonEndpoint) => void,
 ): UcxxPythonListener {
-  return new UcxxPythonListener(worker, options, onConnection);
+  return new UcxxPythonListener(INTERNAL, worker, options, onConnection);
 }

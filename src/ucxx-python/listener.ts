@@ -9,6 +9,7 @@ import type { Worker } from '../worker.js';
 import { HandshakeError } from './errors.js';
 import { UcxxPythonEndpoint } from './endpoint.js';
 import { checkTimeout, exchangePeerInfo } from './handshake.js';
+import { InvalidArgumentError, INTERNAL, checkConstructorToken } from '../internal/misuse-errors.js';
 
 export interface UcxxPythonListenerOptions extends ListenerOptions {
   handshake: 'ucxx-python';
@@ -31,13 +32,17 @@ export class UcxxPythonListener extends EventEmitter<UcxxPythonListenerEvents>
   #iterated = false;
 
   /** @internal Use `worker.listen({ ..., handshake: 'ucxx-python' })`. */
-  constructor(worker: Worker, options: UcxxPythonListenerOptions, onConnection?: (endpoint: UcxxPythonEndpoint) => void) {
+  constructor(
+    token: typeof INTERNAL, worker: Worker, options: UcxxPythonListenerOptions,
+    onConnection?: (endpoint: UcxxPythonEndpoint) => void,
+  ) {
+    checkConstructorToken(token, 'UcxxPythonListener', "worker.listen({ ..., handshake: 'ucxx-python' })");
     super();
     if (onConnection !== undefined && typeof onConnection !== 'function') {
-      throw new TypeError('onConnection must be a function');
+      throw new InvalidArgumentError('onConnection must be a function');
     }
     const { handshake, connectTimeout, ...plain } = options;
-    if (handshake !== 'ucxx-python') throw new TypeError(`unknown handshake ${JSON.stringify(handshake)}`);
+    if (handshake !== 'ucxx-python') throw new InvalidArgumentError(`unknown handshake ${JSON.stringify(handshake)}`);
     const timeoutMs = checkTimeout(connectTimeout);
     this.#onConnection = onConnection;
     this.listener = worker.listen(plain, (endpoint) => void this.#handshake(endpoint, timeoutMs));
@@ -51,7 +56,7 @@ export class UcxxPythonListener extends EventEmitter<UcxxPythonListenerEvents>
       if (err instanceof HandshakeError && this.listenerCount('handshakeError') > 0) this.emit('handshakeError', err);
       return;
     }
-    const ready = new UcxxPythonEndpoint(endpoint, tags);
+    const ready = new UcxxPythonEndpoint(INTERNAL, endpoint, tags);
     if (this.listener.closed) {
       await ready.close();
       return;

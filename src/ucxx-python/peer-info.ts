@@ -13,6 +13,8 @@
  */
 import { createHash } from 'node:crypto';
 import { HandshakeError } from './errors.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError } from '../internal/misuse-errors.js';
+import { show } from '../internal/bytes.js';
 
 /** A Python value as `hash64bits` sees it: int (number or bigint), str, or bytes. */
 export type PyValue = bigint | number | string | Uint8Array;
@@ -63,20 +65,20 @@ export function pyRepr(value: PyValue | readonly PyValue[]): string {
   }
   if (typeof value === 'bigint') return value.toString(10);
   if (typeof value === 'number') {
-    if (!Number.isSafeInteger(value)) throw new RangeError(`only integers are Python ints, got ${value}`);
+    if (!Number.isSafeInteger(value)) throw new ArgumentOutOfRangeError(`only integers are Python ints, got ${show(value)}`);
     return value.toString(10);
   }
   if (typeof value === 'string') {
     const codes: number[] = [];
     for (let i = 0; i < value.length; i++) {
       const c = value.charCodeAt(i);
-      if (c >= 0x80) throw new RangeError('pyRepr supports ASCII strings only');
+      if (c >= 0x80) throw new ArgumentOutOfRangeError('pyRepr supports ASCII strings only');
       codes.push(c);
     }
     return reprAscii(codes, quoteFor(codes));
   }
   if (value instanceof Uint8Array) return 'b' + reprAscii(value, quoteFor(value));
-  throw new TypeError(`no Python repr for ${typeof value}`);
+  throw new InvalidArgumentError(`no Python repr for ${typeof value}`);
 }
 
 /** ucxx Python's `hash64bits(*args)`: the first 8 bytes of sha1(repr(args)), big-endian. */
@@ -106,11 +108,11 @@ export function pyHashInt(value: bigint | number): bigint {
  */
 export function messageTag(endpointTag: bigint, tag?: bigint | number, forceTag = false): bigint {
   if (tag === undefined) return endpointTag;
-  if (typeof tag === 'number' && !Number.isSafeInteger(tag)) throw new RangeError(`tag must be an integer, got ${tag}`);
-  if (typeof tag !== 'number' && typeof tag !== 'bigint') throw new TypeError('tag must be a number or a bigint');
+  if (typeof tag === 'number' && !Number.isSafeInteger(tag)) throw new ArgumentOutOfRangeError(`tag must be an integer, got ${show(tag)}`);
+  if (typeof tag !== 'number' && typeof tag !== 'bigint') throw new InvalidArgumentError('tag must be a number or a bigint');
   if (forceTag) {
     const t = BigInt(tag);
-    if (t < 0n || t > U64_MAX) throw new RangeError(`a forced tag must be in [0, 2^64), got ${t}`);
+    if (t < 0n || t > U64_MAX) throw new ArgumentOutOfRangeError(`a forced tag must be in [0, 2^64), got ${show(t)}`);
     return t;
   }
   return hash64bits(endpointTag, pyHashInt(tag));
@@ -127,7 +129,7 @@ export function makeMsgTag(seed: Uint8Array, handle: bigint): bigint {
 /** The 16-byte peer information for `msgTag`: the tag and its checksum, little-endian u64s. */
 export function encodePeerInfo(msgTag: bigint): Uint8Array {
   if (typeof msgTag !== 'bigint' || msgTag < 0n || msgTag > U64_MAX) {
-    throw new RangeError(`msgTag must be a bigint in [0, 2^64), got ${String(msgTag)}`);
+    throw new ArgumentOutOfRangeError(`msgTag must be a bigint in [0, 2^64), got ${show(msgTag)}`);
   }
   const out = new Uint8Array(PEER_INFO_BYTES);
   const view = new DataView(out.buffer);
@@ -141,7 +143,7 @@ export function encodePeerInfo(msgTag: bigint): Uint8Array {
  * 'checksum' when the second word is not hash64bits of the first (ucxx Python raises there too).
  */
 export function decodePeerInfo(bytes: Uint8Array): { msgTag: bigint; checksum: bigint } {
-  if (!(bytes instanceof Uint8Array)) throw new TypeError('peer information must be a Uint8Array');
+  if (!(bytes instanceof Uint8Array)) throw new InvalidArgumentError('peer information must be a Uint8Array');
   if (bytes.byteLength !== PEER_INFO_BYTES) {
     throw new HandshakeError('truncated',
       `ucxx peer information is ${bytes.byteLength} bytes, expected ${PEER_INFO_BYTES}`, bytes.byteLength);

@@ -15,6 +15,8 @@
  * This is a private, minimal codec for the ucxx Python layer.
  */
 import { MessageFormatError } from './errors.js';
+import { ArgumentOutOfRangeError } from '../internal/misuse-errors.js';
+import { show } from '../internal/bytes.js';
 
 /** The frames one header can describe (ucxx::HeaderFramesSize). */
 export const HEADER_FRAMES = 100;
@@ -47,7 +49,7 @@ export function encodeHeaders(sizes: readonly number[]): Uint8Array[] {
     view.setBigUint64(NFRAMES_AT, BigInt(count), true);
     for (let i = 0; i < count; i++) {
       const size = sizes[start + i] as number;
-      if (!Number.isSafeInteger(size) || size < 0) throw new RangeError(`frame size must be a byte count, got ${size}`);
+      if (!Number.isSafeInteger(size) || size < 0) throw new ArgumentOutOfRangeError(`frame size must be a byte count, got ${show(size)}`);
       view.setBigUint64(SIZE_AT + i * 8, BigInt(size), true);
     }
     headers.push(bytes);
@@ -61,7 +63,7 @@ export function encodeHeaders(sizes: readonly number[]): Uint8Array[] {
  */
 export function decodeHeader(bytes: Uint8Array): DecodedHeader {
   if (bytes.byteLength !== HEADER_BYTES) {
-    throw new MessageFormatError(`a ucxx tagMulti header is ${HEADER_BYTES} bytes, got ${bytes.byteLength}`);
+    throw new MessageFormatError(`a ucxx tagMulti header is ${HEADER_BYTES} bytes, got ${show(bytes.byteLength)}`);
   }
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const next = view.getUint8(0);

@@ -263,6 +263,53 @@ export class TwoHosts {
     return { child, exited, output: () => ({ stdout, stderr }) };
   }
 
+  /**
+   * Cuts (`up = false`) or restores `host`'s side of the veth pair: `ip -n NS link set DEV down|up`.
+   * The other end loses its carrier too; nothing is sent or answered on the link until it is back.
+   */
+  setLink(host: Host, up: boolean): void {
+    this.#live();
+    run(['ip', '-n', host.netns, 'link', 'set', host.device, up ? 'up' : 'down']);
+  }
+
+  /**
+   * Joins the hosts by a second veth pair ("a second NIC" in each host: uy{A,B}<pid>, 10.77.X.{3,4}/24,
+   * the first pair's subnet: with a subnet of its own, UCX 1.13 failed even between two stock C programs),
+   * for what depends on how many devices a host has. `remove()` takes it away again; `close()` does too.
+   */
+  addSecondLink(): { readonly a: Host; readonly b: Host; remove(): void } {
+    this.#live();
+    const pid = process.pid;
+    const end = (h: Host, last: number): Host => ({
+      ...h, device: `uy${h.label}${pid}`, address: `10.77.${pid % 256}.${last + 2}`,
+    });
+    const a = end(this.a, 1);
+    const b = end(this.b, 2);
+    run(['ip', 'link', 'add', a.device, 'type', 'veth', 'peer', 'name', b.device]);
+    try {
+      for (const h of [a, b]) {
+        run(['ip', 'link', 'set', h.device, 'netns', h.netns]);
+        run(['ip', '-n', h.netns, 'addr', 'add', `${h.address}/24`, 'dev', h.device]);
+        run(['ip', '-n', h.netns, 'link', 'set', h.device, 'up']);
+      }
+    } catch (err) {
+      this.#removeLink(a);
+      throw err;
+    }
+    return { a, b, remove: () => this.#removeLink(a) };
+  }
+
+  #removeLink(a: Host): void {
+    for (const argv of [['ip', '-n', a.netns, 'link', 'del', a.device], ['ip', 'link', 'del', a.device]]) {
+      try {
+        run(argv);
+        return;
+      } catch {
+        // not in that namespace (or gone with it)
+      }
+    }
+  }
+
   /** Kills what is still running in the hosts and deletes both namespaces (the veth pair goes with them). */
   close(): void {
     if (this.#closed) return;

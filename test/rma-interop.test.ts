@@ -1,0 +1,111 @@
+/**
+ * RMA and atomics interoperability with plain UCP: ucxx-ts and a C program that uses nothing but libucp
+ * (test/c/rma_peer.c, with its own implementation of ucxx's serialized remote-key format and checksum)
+ * exchange keys by tag and reach each other's memory, in both directions and both roles:
+ *
+ * - c-exposes: the C program maps a UCX-allocated region (ucp_mem_map ALLOCATE) and registers a malloc'ed
+ *   one, sends their keys serialized ucxx's way; ucxx-ts takes them with createRemoteKeyFromSerialized,
+ *   gets, puts (8 B .. 4 MiB at aligned and unaligned offsets), gets again, runs 32- and 64-bit fetchAdd
+ *   and compareAndSwap, checking every byte and word it fetches; the C program checks both regions
+ *   byte for byte.
+ * - ts-exposes: ucxx-ts exposes a UCX-allocated MemoryHandle and a registered Buffer and sends
+ *   createRemoteKeyFromMemoryHandle(h).serialize(); the C program parses the ucxx format (verifying the
+ *   checksum), unpacks with ucp_ep_rkey_unpack, does the same operations with its own checks, and
+ *   ucxx-ts checks its regions byte for byte.
+ *
+ * The C program runs with a clean environment (PATH only: UCX's defaults). With ucxx-ts's defaults on
+ * one host the connection is in UCP's NONE error mode, where the allocated region is reached over
+ * shared memory and the registered one over CMA / active messages; the PEER-mode runs move everything
+ * over TCP (UCX emulates RMA and atomics with active messages: the owner's worker must progress, which
+ * the C program does while it waits for DONE, and ucxx-ts's event worker does by itself).
+ */
+import { test, type TestContext } from 'node:test';
+import { strict as assert } from 'node:assert';
+import { Context, type Endpoint } from 'ucxx-ts';
+import { CPeer, compileC } from './helpers/c-peer.js';
+import { receiveBye, tsExposes, tsInitiates } from './helpers/rma-protocol.js';
+
+type Direction = 'c-exposes' | 'ts-exposes' | 'both';
+type Role = 'C server, ucxx-ts client' | 'ucxx-ts server, C client';
+
+function lanes(endpoint: Endpoint): string {
+  return endpoint.getTransports().map((l) => `${l.transport}/${l.device}[${l.usage.join(',')}]`).join(' ');
+}
+
+/**
+ * One connection; the C program takes `direction`. `mode`: the error mode ucxx-ts's client asks for
+ * (the C server takes the client's), or the C client's (the ucxx-ts server takes it).
+ */
+async function run(t: TestContext, role: Role, direction: Direction, mode: 'auto' | 'none' | 'peer'): Promise<string> {
+  const binary = compileC('rma_peer');
+  await using context = new Context();
+  const worker = context.createWorker();
+  const bye = receiveBye(worker);
+  bye.catch(() => undefined); // awaited below
+  let peer: CPeer | undefined;
+  try {
+    let endpoint: Endpoint;
+    if (role === 'C server, ucxx-ts client') {
+      peer = new CPeer(binary, ['server', '127.0.0.1', 'any', direction]);
+      const port = await peer.port();
+      endpoint = await peer.guard(worker.connect('127.0.0.1', port, mode === 'peer' ? { errorHandling: 'peer' } : {}),
+        `connecting to the C server on port ${port}`);
+    } else {
+      const listener = worker.listen({ host: '127.0.0.1', port: 0 });
+      const accepted = listener[Symbol.asyncIterator]().next();
+      peer = new CPeer(binary, ['client', '127.0.0.1', String(listener.port), mode === 'auto' ? 'none' : mode, direction]);
+      const next = await peer.guard(accepted, 'accepting the C client');
+      assert.ok(next.done !== true, 'the listener ended without a connection');
+      endpoint = next.value;
+      listener.close();
+    }
+    const wired = lanes(endpoint);
+    const p = peer;
+    const guard = <T>(promise: PromiseLike<T>, what: string): Promise<T> => p.guard(promise, what);
+    if (direction !== 'ts-exposes') {
+      const result = await tsInitiates(endpoint, guard);
+      assert.equal(result.verdict, 'OK', `the C program's verdict on its memory\n${peer.describe()}`);
+      assert.equal(result.gets, 24);
+      assert.equal(result.puts, 12);
+      assert.equal(result.atomics, 16);
+      t.diagnostic(`c-exposes: C keys of ${result.keyLengths.join(' and ')} bytes; lanes: ${wired}`);
+    }
+    if (direction !== 'c-exposes') {
+      const result = await tsExposes(context, endpoint, guard);
+      assert.equal(result.verdict, 'OK', `our regions after the C program's RMA and atomics\n${peer.describe()}`);
+      t.diagnostic(`ts-exposes: our keys of ${result.keyLengths.join(' and ')} bytes; lanes: ${wired}`);
+    }
+    // The C program's last message; then both sides close.
+    await peer.guard(bye, 'waiting for BYE');
+    await peer.guard(endpoint.close(), 'closing our endpoint', undefined, { exitIsFailure: false });
+    const stdout = await peer.success();
+    if (direction !== 'ts-exposes') assert.match(stdout, /^OK c-exposes: both regions/m);
+    if (direction !== 'c-exposes') {
+      // ucxx-ts's keys carry its 9-byte access trailer, which ucxx (and the C program) ignore.
+      assert.match(stdout, /^OK ts-exposes: ucxx-ts's keys parsed \(checksum verified, 9 trailing bytes ignored/m);
+    }
+    return stdout;
+  } finally {
+    peer?.kill();
+  }
+}
+
+const ROLES: Role[] = ['C server, ucxx-ts client', 'ucxx-ts server, C client'];
+
+for (const role of ROLES) {
+  for (const direction of ['c-exposes', 'ts-exposes'] as const) {
+    const what = direction === 'c-exposes'
+      ? 'the C program exposes UCX-allocated and malloc-registered memory, ucxx-ts puts/gets/atomics'
+      : 'ucxx-ts exposes UCX-allocated and registered memory, the C program puts/gets/atomics';
+    test(`RMA interop (${role}, ucxx-ts defaults, one host): ${what}`, { timeout: 60_000 }, async (t) => {
+      await run(t, role, direction, 'auto');
+    });
+  }
+}
+
+for (const role of ROLES) {
+  test(`RMA interop (${role}, PEER error mode: everything over TCP): both directions in one connection`,
+    { timeout: 60_000 }, async (t) => {
+      await run(t, role, 'both', 'peer');
+    });
+}
