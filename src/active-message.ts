@@ -48,6 +48,11 @@ export type AmHandler = (message: AmMessage) => void | Promise<void>;
 
 const dispatchers = new SlotTable<AmDispatcher>();
 
+/** @internal For getDiagnostics(): one dispatcher per worker, from its creation to its close. */
+export function liveWorkerCount(): number {
+  return dispatchers.size;
+}
+
 /**
  * A rendezvous descriptor UCX holds for us until we receive or release it. A message that is dropped
  * without either is released when it is garbage-collected, so forgetting one leaks nothing for long.

@@ -419,6 +419,11 @@ function knownOptions(): Set<string> {
 const liveContexts = new Set<Context>();
 let exitHookInstalled = false;
 
+/** @internal For getDiagnostics(): contexts of this thread not yet cleaned up. */
+export function liveContextCount(): number {
+  return liveContexts.size;
+}
+
 function trackForExit(context: Context): void {
   liveContexts.add(context);
   if (exitHookInstalled) return;

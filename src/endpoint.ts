@@ -135,6 +135,11 @@ function isFetchBitwiseBroken(): boolean {
 }
 
 const endpoints = new SlotTable<Endpoint>();
+
+/** @internal For getDiagnostics(): endpoints of this thread not yet closed. */
+export function liveEndpointCount(): number {
+  return endpoints.size;
+}
 let errorCallback: bigint | undefined;
 
 function errorCallbackAddress(): bigint {

@@ -35,6 +35,7 @@ export * from './errors.js';
 export type { BufferSource } from './internal/bytes.js';
 export type { TransportResource } from './internal/context-info.js';
 export { UCX_ENVIRONMENT_DEFAULTS } from './ffi/library.js';
+export { getDiagnostics, type UcxxDiagnostics } from './diagnostics.js';
 
 import { ucpVersion } from './ffi/index.js';
 

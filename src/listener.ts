@@ -31,6 +31,11 @@ const K = CONSTANTS;
 /** How long an accepted endpoint's wireup may take before the endpoint is handed out regardless. */
 const WIREUP_WAIT_MS = 1000;
 const listeners = new SlotTable<Listener>();
+
+/** @internal For getDiagnostics(): listeners of this thread not yet closed. */
+export function liveListenerCount(): number {
+  return listeners.size;
+}
 let connCallback: bigint | undefined;
 
 function connCallbackAddress(): bigint {

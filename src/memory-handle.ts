@@ -22,6 +22,7 @@ import { checkAllocatable } from './internal/shm-capacity.js';
 import { RemoteKey } from './remote-key.js';
 import type { Context } from './context.js';
 import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
+import { liveCounts } from './internal/live-counts.js';
 
 /** What a remote key for the region allows its holder to do. */
 export type MemoryAccess = 'read' | 'write' | 'read-write';
@@ -50,11 +51,14 @@ class Mapping {
   liveViews = 0;
   closed = false;
   unmapped = false;
-  constructor(readonly context: Context, readonly memh: bigint) {}
+  constructor(readonly context: Context, readonly memh: bigint) {
+    liveCounts.mappings++;
+  }
 
   release(): void {
     if (!this.closed || this.liveViews > 0 || this.unmapped) return;
     this.unmapped = true;
+    liveCounts.mappings--;
     this.context._unmap(this.memh);
   }
 }

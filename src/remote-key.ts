@@ -28,6 +28,7 @@ import { endpointUnpacksRecord } from './internal/rkey-reach.js';
 import { Endpoint } from './endpoint.js';
 import { MemoryHandle } from './memory-handle.js';
 import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
+import { liveCounts } from './internal/live-counts.js';
 
 export type { RemoteKeyAccess } from './internal/serialized-remote-key.js';
 
@@ -60,6 +61,7 @@ export class RemoteKey {
     this.#accessKnown = accessKnown;
     this.#endpoint = endpoint;
     this.#rkey = rkey;
+    if (rkey !== null) liveCounts.remoteKeys++;
   }
 
   /** @internal */
@@ -140,7 +142,10 @@ export class RemoteKey {
     this.#rkey = null;
     // Off the endpoint's list of live handles before UCX frees it.
     this.#endpoint?._keyClosed(this, rkey);
-    if (rkey !== null) ucx().ucp_rkey_destroy(rkey);
+    if (rkey !== null) {
+      ucx().ucp_rkey_destroy(rkey);
+      liveCounts.remoteKeys--;
+    }
   }
 
   [Symbol.dispose](): void {

@@ -4,6 +4,8 @@
  * koffi memory primitives (addresses, views of C memory, fd polling on Node's loop).
  */
 import koffi from 'koffi';
+import { isMainThread } from 'node:worker_threads';
+import { RelayWatch, type FdWatch } from './fd-relay.js';
 import { callbackTypes, declareFunctions, type CallbackKind, type UcxFunctions } from './functions.js';
 
 export { UcxLibraryNotFoundError, UnsupportedUcxVersionError, SUPPORTED_UCX } from './library.js';
@@ -85,11 +87,24 @@ export function copyFromMemory(address: bigint, length: number): Buffer {
   return out;
 }
 
-export type FdPoll = ReturnType<typeof koffi.node.poll>;
+export type { FdWatch } from './fd-relay.js';
+export { liveRelayThreads } from './fd-relay.js';
 
-/** Watches a file descriptor for readability on Node's own event loop (libuv poll). */
-export function pollReadable(fd: number, onReadable: () => void): FdPoll {
-  return koffi.node.poll(fd, { readable: true }, onReadable);
+/**
+ * Watches a file descriptor for readability. On the main thread: a libuv poll on Node's own event loop
+ * (koffi). In a `worker_threads` thread: a relay thread (see fd-relay.ts), because a koffi poll handle
+ * still open when the thread is terminated aborts the whole process. `UCXX_TS_FD_WATCH=relay` uses the
+ * relay on the main thread too (for measurements).
+ */
+export function pollReadable(fd: number, onReadable: () => void): FdWatch {
+  if (!isMainThread || process.env['UCXX_TS_FD_WATCH'] === 'relay') return new RelayWatch(fd, onReadable);
+  const poll = koffi.node.poll(fd, { readable: true }, onReadable);
+  return {
+    ref: () => poll.ref(),
+    unref: () => poll.unref(),
+    armed: () => undefined, // level-triggered: libuv reports the fd for as long as it is readable
+    close: () => poll.close(),
+  };
 }
 
 /**

@@ -21,7 +21,7 @@
  * The fd watch is ref'd only while the worker is "busy" (operations in flight or a listener open), so an
  * idle worker never keeps the process alive.
  */
-import { UCS_OK, pollReadable, ucx, type FdPoll, OutCell } from '../ffi/index.js';
+import { UCS_OK, pollReadable, ucx, type FdWatch, OutCell } from '../ffi/index.js';
 import { errorFromStatus } from '../errors.js';
 import { progressOnce } from './completions.js';
 import { InvalidArgumentError } from './misuse-errors.js';
@@ -53,7 +53,7 @@ export class ProgressEngine {
   readonly #afterProgress: () => void;
   /** Whether operations are in flight ('polling' spins only then). */
   readonly #hasInflight: () => boolean;
-  #poll: FdPoll | undefined;
+  #poll: FdWatch | undefined;
   #busy = false;
   /** Whether the fd watch is ref'd (keeps the process alive). */
   #refd = false;
@@ -270,7 +270,10 @@ export class ProgressEngine {
       this.progress();
       if (this.#closed) return;
       const status = arm(this.#worker);
-      if (status === UCS_OK) return;
+      if (status === UCS_OK) {
+        this.#poll.armed(); // a relay watch (worker threads) polls the fd again only now
+        return;
+      }
       if (status !== UCS_ERR_BUSY) throw errorFromStatus(status, 'ucp_worker_arm');
     }
     if (!this.#kickScheduled) {

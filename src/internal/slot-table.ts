@@ -45,6 +45,11 @@ export class SlotTable<T> {
     }
   }
 
+  /** How many ids are taken (filled or reserved). */
+  get size(): number {
+    return this.#slots.length - 1 - this.#free.length;
+  }
+
   /** The live objects (a snapshot). */
   values(): T[] {
     const out: T[] = [];

@@ -1,0 +1,49 @@
+/**
+ * Counts of the live UCX-backed objects of the calling thread (every `worker_threads` thread has its own
+ * ucxx-ts), for leak checks: after everything is closed, every count is back to zero.
+ *
+ * ```ts
+ * await context.close();
+ * assert.deepEqual(Object.values(getDiagnostics()).filter((n) => n !== 0), []);
+ * ```
+ */
+import { liveContextCount } from './context.js';
+import { liveEndpointCount } from './endpoint.js';
+import { liveListenerCount } from './listener.js';
+import { liveWorkerCount } from './active-message.js';
+import { inflight } from './internal/completions.js';
+import { liveCounts } from './internal/live-counts.js';
+import { liveRelayThreads } from './ffi/index.js';
+
+export interface UcxxDiagnostics {
+  /** Contexts not yet cleaned up (ucp_cleanup waits for memory handles whose views are still reachable). */
+  contexts: number;
+  /** Workers not yet closed. */
+  workers: number;
+  /** Endpoints not yet closed (accepted ones included). */
+  endpoints: number;
+  /** Listeners not yet closed. */
+  listeners: number;
+  /** Memory mappings not yet unmapped (a closed handle stays mapped while views of it are reachable). */
+  memoryMappings: number;
+  /** Remote keys unpacked on an endpoint and not yet destroyed. */
+  remoteKeys: number;
+  /** Operations in flight (requests UCX has not completed), all workers together. */
+  requestsInFlight: number;
+  /** Wake relay threads (one per event/polling worker in a `worker_threads` thread; 0 on the main thread). */
+  relayThreads: number;
+}
+
+/** The calling thread's live object counts. */
+export function getDiagnostics(): UcxxDiagnostics {
+  return {
+    contexts: liveContextCount(),
+    workers: liveWorkerCount(),
+    endpoints: liveEndpointCount(),
+    listeners: liveListenerCount(),
+    memoryMappings: liveCounts.mappings,
+    remoteKeys: liveCounts.remoteKeys,
+    requestsInFlight: inflight.size,
+    relayThreads: liveRelayThreads(),
+  };
+}

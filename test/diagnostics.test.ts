@@ -1,0 +1,49 @@
+/** getDiagnostics(): live object counts per thread, back to zero once everything is closed. */
+import { test } from 'node:test';
+import { strict as assert } from 'node:assert';
+import { Worker as Thread } from 'node:worker_threads';
+import { Context, createRemoteKeyFromSerialized, getDiagnostics } from 'ucxx-ts';
+
+test('counts follow creation and close, and return to zero', async () => {
+  const before = getDiagnostics();
+  const context = new Context();
+  const worker = context.createWorker();
+  const listener = worker.listen({ host: '127.0.0.1', port: 0 });
+  const endpoint = await worker.connect('127.0.0.1', listener.port);
+  const region = context.createMemoryHandle(4096);
+  createRemoteKeyFromSerialized(endpoint, region.createRemoteKey().serialize());
+  const receive = worker.tagRecv(new Uint8Array(8), 5n);
+  const live = getDiagnostics();
+  assert.equal(live.contexts, before.contexts + 1);
+  assert.equal(live.workers, before.workers + 1);
+  assert.equal(live.listeners, before.listeners + 1);
+  assert.ok(live.endpoints >= before.endpoints + 1, 'the client endpoint (the accepted one may still be on its way)');
+  assert.ok(live.memoryMappings >= before.memoryMappings + 1);
+  assert.equal(live.remoteKeys, before.remoteKeys + 1);
+  assert.ok(live.requestsInFlight >= 1);
+  assert.equal(live.relayThreads, 0, 'the main thread watches its fd with a koffi poll');
+  await context.close();
+  await receive.catch(() => undefined);
+  assert.deepEqual(getDiagnostics(), before);
+});
+
+test('in a worker thread: one relay thread per worker while it lives', async () => {
+  const code = `
+    const { parentPort } = require('node:worker_threads');
+    import(${JSON.stringify(import.meta.resolve('ucxx-ts'))}).then(async ({ Context, getDiagnostics }) => {
+      const context = new Context();
+      context.createWorker();
+      context.createWorker({ progressMode: 'manual' });
+      const live = getDiagnostics();
+      await context.close();
+      await new Promise((resolve) => setTimeout(resolve, 300)); // relays see STOP within their poll timeout
+      parentPort.postMessage({ live, after: getDiagnostics() });
+    });`;
+  const thread = new Thread(code, { eval: true });
+  const { live, after } = await new Promise<{ live: Record<string, number>; after: Record<string, number> }>(
+    (resolve, reject) => { thread.once('message', resolve); thread.once('error', reject); });
+  assert.equal(live['workers'], 2);
+  assert.equal(live['relayThreads'], 1, "an 'event' worker has a relay, a 'manual' one none");
+  assert.deepEqual(Object.values(after).filter((n) => n !== 0), [], JSON.stringify(after));
+  await new Promise((resolve) => thread.once('exit', resolve));
+});
