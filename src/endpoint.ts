@@ -24,6 +24,7 @@ import { SlotTable } from './internal/slot-table.js';
 import { asBytes, byteLengthOf, optionsObject, toTag, toU64, type BufferSource, show } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { inflight, post } from './internal/completions.js';
+import { featureMismatchHint } from './internal/hints.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
 import { AM_ID_MAX } from './active-message.js';
 import type { ReceiveOptions } from './worker.js';
@@ -98,6 +99,7 @@ const K = CONSTANTS;
 const REQ = layouts.ucp_request_param_t.offsets;
 const FULL_MASK = (1n << 64n) - 1n;
 const UCS_ERR_INVALID_PARAM = -5;
+const UCS_ERR_UNREACHABLE = -6;
 
 const ATOMIC_OPS: Record<AtomicOp, number> = {
   add: Number(K.UCP_ATOMIC_OP_ADD),
@@ -1077,7 +1079,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
   _onPeerError(status: number): void {
     if (this.#state !== 'open') return;
     this.#state = 'failed';
-    this.#failure = errorFromStatus(status, `endpoint to ${this.#peer} failed`);
+    // UNREACHABLE here is a wireup that could not complete: in UCX 1.13, contexts of different features.
+    const hint = status === UCS_ERR_UNREACHABLE ? featureMismatchHint(this.#worker.context.features) : '';
+    this.#failure = errorFromStatus(status, `endpoint to ${this.#peer} failed${hint}`);
     this.#worker._defer(() => this.#failed());
   }
 

@@ -24,6 +24,7 @@ import { validateWorkerAddress } from './internal/worker-address.js';
 import type { Context } from './context.js';
 import { Endpoint, type EndpointOptions, type ErrorHandlingMode } from './endpoint.js';
 import { isLocalIp, sharesHost } from './internal/peer-locality.js';
+import { featureMismatchHint } from './internal/hints.js';
 import { Listener, isOwnListenerPort, type ListenerOptions } from './listener.js';
 import { installUcxxAm, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx-am.js';
 import type { AmReceiverCallbackInfo } from './internal/ucxx-am-header.js';
@@ -93,9 +94,8 @@ function connectFailureHint(
   err: Error, mode: 'peer' | 'none', option: ErrorHandlingMode | boolean | undefined, features: readonly string[],
 ): string {
   if ((err as { status?: number }).status === UCS_ERR_UNREACHABLE) {
-    return `. UCX 1.13 cannot wire up an endpoint between contexts whose features differ (this context has ` +
-      `${features.join(', ')}): create the Context with the peer's features, e.g. ` +
-      `new Context({ features: ['stream', 'wakeup'] }) for a stream-only peer`;
+    // An endpoint that failed this way after its flush already carries the hint.
+    return err.message.includes('features differ') ? '' : featureMismatchHint(features);
   }
   if (mode === 'none' && (option ?? 'auto') === 'auto') {
     return ". The connection used errorHandling 'none' (the 'auto' choice for a peer on this host); a server " +
