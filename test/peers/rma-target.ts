@@ -2,7 +2,7 @@
  * Test peer: exposes a memory region, listens, and sends each connecting endpoint the region's
  * serialized remote key as a tag message (tag 1). Control commands over IPC check or fill its bytes.
  */
-import { Context, type MemoryAccess, type ProgressMode } from 'ucxx-ts';
+import { Context, type Endpoint, type MemoryAccess, type ProgressMode } from 'ucxx-ts';
 import { firstMismatch, pattern } from '../helpers/pattern.js';
 
 interface Config {
@@ -29,7 +29,9 @@ const serialized = region.createRemoteKey().serialize();
 const bytes = region.view();
 bytes.fill(0);
 
+const accepted: Endpoint[] = [];
 const listener = worker.listen({ host: '127.0.0.1', port: 0 }, (endpoint) => {
+  accepted.push(endpoint);
   endpoint.tagSend(serialized, 1n).then(
     () => send({ type: 'key-sent' }),
     (err: Error) => send({ type: 'error', message: String(err) }),
@@ -50,6 +52,14 @@ process.on('message', (message: { type: string; offset: number; length: number; 
     case 'fill':
       bytes.set(pattern(message.seed, message.length), message.offset);
       send({ type: 'filled' });
+      break;
+    case 'close-region':
+      // The view `bytes` stays valid (a registered buffer is ours; UCX memory stays mapped while viewed).
+      region.close();
+      send({ type: 'region-closed' });
+      break;
+    case 'close-endpoints':
+      void Promise.all(accepted.map((endpoint) => endpoint.close())).then(() => send({ type: 'endpoints-closed' }));
       break;
     case 'exit':
       if (manualTimer !== undefined) clearInterval(manualTimer);
