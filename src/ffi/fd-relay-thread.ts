@@ -20,10 +20,12 @@ const POLLIN = 0x1;
 const POLLERR = 0x8;
 const POLLNVAL = 0x20;
 
-const { fd, state } = workerData as { fd: number; state: Int32Array };
+const { fd, state, loaded } = workerData as { fd: number; state: Int32Array; loaded: Int32Array };
 const libc = koffi.load('libc.so.6');
 const poll = libc.func('int poll(void *fds, unsigned long nfds, int timeout)') as
   (fds: Buffer, count: number, timeoutMs: number) => number;
+Atomics.store(loaded, 0, 1);
+Atomics.notify(loaded, 0);
 // struct pollfd { int fd; short events; short revents; }
 const pollfd = Buffer.alloc(8);
 pollfd.writeInt32LE(fd, 0);

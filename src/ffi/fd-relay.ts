@@ -53,6 +53,9 @@ export interface FdWatch {
   close(): void;
 }
 
+/** How long a new relay may take to load before its owner goes on without waiting. */
+const RELAY_LOAD_WAIT_MS = 5000;
+
 export class RelayWatch implements FdWatch {
   readonly #state = new Int32Array(new SharedArrayBuffer(4));
   readonly #onReadable: () => void;
@@ -68,8 +71,9 @@ export class RelayWatch implements FdWatch {
     this.#onReadable = onReadable;
     // The relay waits for the first armed() before it polls.
     Atomics.store(this.#state, 0, WOKEN);
+    const loaded = new Int32Array(new SharedArrayBuffer(4));
     this.#thread = new Worker(new URL('./fd-relay-thread.js', import.meta.url), {
-      workerData: { fd, state: this.#state },
+      workerData: { fd, state: this.#state, loaded },
       // Its own loop holds nothing; keep it small and quiet.
       execArgv: [],
       stdout: false,
@@ -87,6 +91,10 @@ export class RelayWatch implements FdWatch {
     });
     this.#keepAlive = setInterval(() => undefined, 1 << 30);
     this.#keepAlive.unref();
+    // Wait (this is a worker thread: it may block) until the relay has loaded koffi. A thread stopped
+    // while it loads a native module aborts the whole process (node-addon-api throws into an environment
+    // that is going away), so the window in which terminate() can do that is kept to this constructor.
+    Atomics.wait(loaded, 0, 0, RELAY_LOAD_WAIT_MS);
   }
 
   ref(): void {
