@@ -13,6 +13,8 @@ import {
   type Worker, CanceledError, ClosedError, ConfigError, Context, MessageTruncatedError, getUcxVersion,
 } from 'ucxx-ts';
 
+import { peerEnvironment } from './helpers/env.js';
+
 const PEERS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'peers');
 
 describe('close', () => {
@@ -288,6 +290,27 @@ describe('loading and configuration', () => {
     assert.equal(config['TLS'], 'tcp,self');
     assert.equal(config['TCP_KEEPINTVL'], '2s');
     assert.ok(Object.keys(config).length > 30);
+  });
+
+  test('UCX_* variables of the user win over ucxx-ts defaults; new Context({ config }) wins over the environment', () => {
+    const run = (env: NodeJS.ProcessEnv): Record<string, string | undefined> => {
+      const result = spawnSync(process.execPath, [path.join(PEERS, 'config-report.js')], {
+        encoding: 'utf8', timeout: 20_000, env: peerEnvironment(env),
+      });
+      assert.equal(result.status, 0, `status ${String(result.status)}, signal ${String(result.signal)}: ${result.stderr}`);
+      return JSON.parse(result.stdout) as Record<string, string | undefined>;
+    };
+    // Nothing set: ucxx-ts turns UCX's memory hooks off; RNDV_THRESH is UCX's default.
+    const defaults = run({});
+    assert.deepEqual(defaults, {
+      MEM_EVENTS: 'n', MEM_MALLOC_HOOKS: 'n', MEM_MMAP_HOOK_MODE: 'none', rndvPlain: 'auto', rndvConfigured: '54321',
+    });
+    // Set by the user: their values stay, and UCX reads them; config still overrides the environment.
+    // (UCX_MEM_MMAP_HOOK_MODE=reloc is not tried: with it on, Node aborts in munmap, the README's reason.)
+    const mine = run({ UCX_MEM_EVENTS: 'y', UCX_RNDV_THRESH: '12345' });
+    assert.deepEqual(mine, {
+      MEM_EVENTS: 'y', MEM_MALLOC_HOOKS: 'n', MEM_MMAP_HOOK_MODE: 'none', rndvPlain: '12345', rndvConfigured: '54321',
+    });
   });
 
   test('bad options are TypeErrors/RangeErrors', () => {
