@@ -4,16 +4,13 @@
  * (offset 64) and then word A (offset 0) as fast as it can. The initiator writes A = i, fences, then
  * B = i, for i = 1..rounds: seeing B ahead of A is a violation of the fence.
  */
+import '../helpers/peer-errors.js';
 import { Context } from 'ucxx-ts';
 
 process.on('disconnect', () => process.exit(3));
 const send = (message: object): void => {
   process.send?.(message);
 };
-process.on('uncaughtException', (err) => {
-  send({ type: 'error', message: String(err), stack: err.stack });
-  process.exit(1);
-});
 
 const context = new Context();
 const worker = context.createWorker();
