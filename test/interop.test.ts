@@ -104,7 +104,7 @@ function peerBinary(): string {
   const out = join(dir, 'interop_peer');
   try {
     execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-fdiagnostics-color=never', SOURCE, '-o', out, '-lucp', '-lucs'],
-      { stdio: 'pipe' });
+      { stdio: 'pipe', timeout: 60_000 });
   } catch (err) {
     const e = err as { code?: string; stderr?: Buffer; message?: string };
     const why = e.code === 'ENOENT' ? 'gcc was not found on PATH'

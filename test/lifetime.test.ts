@@ -237,7 +237,7 @@ describe('loading and configuration', () => {
     const script = "import('ucxx-ts').then((m) => { try { new m.Context(); } catch (e) { " +
       'console.log(JSON.stringify({ name: e.name, code: e.code, message: e.message })); } })';
     const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
-      encoding: 'utf8', env: { ...process.env, UCXX_TS_UCX_LIBDIR: '/nonexistent-ucx' }, cwd: path.join(PEERS, '..'),
+      encoding: 'utf8', timeout: 30_000, env: { ...process.env, UCXX_TS_UCX_LIBDIR: '/nonexistent-ucx' }, cwd: path.join(PEERS, '..'),
     });
     const error = JSON.parse(out) as { name: string; code: string; message: string };
     assert.equal(error.name, 'UcxLibraryNotFoundError');
@@ -253,12 +253,12 @@ describe('loading and configuration', () => {
       const run = (major: number, minor: number, env: NodeJS.ProcessEnv = {}): { name: string; code?: string; message: string } => {
         writeFileSync(source, '#include <stdint.h>\nvoid ucp_get_version(unsigned *a, unsigned *b, unsigned *c) ' +
           `{ *a = ${major}; *b = ${minor}; *c = 7; }\n`);
-        execFileSync('gcc', ['-shared', '-fPIC', source, '-o', path.join(dir, 'libucp.so.0')]);
-        execFileSync('gcc', ['-shared', '-fPIC', source, '-o', path.join(dir, 'libucs.so.0')]);
+        execFileSync('gcc', ['-shared', '-fPIC', source, '-o', path.join(dir, 'libucp.so.0')], { timeout: 60_000 });
+        execFileSync('gcc', ['-shared', '-fPIC', source, '-o', path.join(dir, 'libucs.so.0')], { timeout: 60_000 });
         const script = "import('ucxx-ts').then((m) => { try { new m.Context(); console.log('{}'); } catch (e) { " +
           'console.log(JSON.stringify({ name: e.name, code: e.code, message: e.message })); } })';
         const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
-          encoding: 'utf8', env: { ...process.env, ...env, UCXX_TS_UCX_LIBDIR: dir }, cwd: path.join(PEERS, '..'),
+          encoding: 'utf8', timeout: 30_000, env: { ...process.env, ...env, UCXX_TS_UCX_LIBDIR: dir }, cwd: path.join(PEERS, '..'),
         });
         return JSON.parse(out) as { name: string; code?: string; message: string };
       };
