@@ -74,8 +74,9 @@ describe('memory kinds', () => {
 });
 
 describe('ordering', () => {
-  for (const which of ['endpoint', 'worker'] as const) {
-    test(`put A; ${which}.fence(); put B: the target never sees B without A (20,000 rounds, watched as they land)`, async () => {
+  for (const which of ['endpoint', 'worker', 'atomic'] as const) {
+    const first = which === 'atomic' ? 'atomic add to A; endpoint.fence()' : `put A; ${which}.fence()`;
+    test(`${first}; put B: the target never sees B without A (20,000 rounds, watched as they land)`, async () => {
       const peer = Peer.start('fence-watcher');
       try {
         const ready = await peer.next('ready', 10_000);
@@ -86,9 +87,11 @@ describe('ordering', () => {
         const values = Array.from({ length: rounds + 1 }, (_, i) => new Uint32Array([i]));
         await peer.call({ type: 'watch', rounds, limitMs: 20_000 }, 'watching', 5000);
         const watched = peer.next('watched', 30_000);
-        const fence = which === 'endpoint' ? () => endpoint.fence() : () => worker.fence();
+        const fence = which === 'worker' ? () => worker.fence() : () => endpoint.fence();
         for (let i = 1; i <= rounds; i++) {
-          const a = endpoint.memPut(values[i] as Uint32Array, key, 0);
+          const a = which === 'atomic'
+            ? endpoint.atomic('add', key, 0, 1, { width: 32 }) // A = i after round i
+            : endpoint.memPut(values[i] as Uint32Array, key, 0);
           fence();
           const b = endpoint.memPut(values[i] as Uint32Array, key, 64);
           if (!a.completed || !b.completed || (i & 255) === 0) await within(Promise.all([a, b]), 5000, `round ${i}`);
