@@ -9,7 +9,7 @@ import { strict as assert } from 'node:assert';
 import * as v8 from 'node:v8';
 import * as vm from 'node:vm';
 import {
-  CanceledError, ConnectionResetError, Context, EndpointTimeoutError, IoError, RejectedError, TimedOutError,
+  CanceledError, ConnectionResetError, Context, EndpointTimeoutError, InvalidStateError, IoError, RejectedError, TimedOutError,
   UcxError, createRemoteKeyFromSerialized, type AmMessage, type Endpoint, type Worker,
 } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
@@ -326,6 +326,38 @@ describe('active messages', () => {
     assert.equal(handled, 1);
     await within(sent, 100, 'the rendezvous send whose message was collected');
     await endpoint.close();
+  });
+
+  test('receiving a rendezvous message twice, or after rejecting it, is an InvalidStateError (UCXX_ERR_INVALID_STATE)', async () => {
+    const errors: unknown[] = [];
+    const data = pattern(5, 64 << 10);
+    let first: Uint8Array | undefined;
+    const { seen, sent } = await amOnce(async (msg) => {
+      first = await msg.receive();
+      try {
+        await msg.receive();
+      } catch (err) {
+        errors.push(err);
+      }
+    }, (ep) => ep.amSend(9, Buffer.from('h'), data, { protocol: 'rendezvous' }));
+    assert.equal(seen.rendezvous, true);
+    assert.equal(sent, 'completed');
+    assert.ok(first !== undefined && firstMismatch(first, data) === -1, 'the first receive got the data');
+    const rejected = await amOnce((msg) => {
+      msg.reject();
+      try {
+        void msg.receive();
+      } catch (err) {
+        errors.push(err);
+      }
+    }, (ep) => ep.amSend(9, Buffer.from('h'), data, { protocol: 'rendezvous' }));
+    assert.ok(rejected.sent instanceof RejectedError, String(rejected.sent));
+    assert.equal(errors.length, 2, `errors: ${errors.map(String).join('; ')}`);
+    for (const err of errors) {
+      assert.ok(err instanceof InvalidStateError, `expected InvalidStateError, got ${String(err)}`);
+      assert.equal(err.code, 'UCXX_ERR_INVALID_STATE');
+      assert.match(err.message, /already received, rejected or released/);
+    }
   });
 
   for (const [status, errorClass] of [[-3, IoError], [-20, TimedOutError], [-23, RejectedError]] as const) {
