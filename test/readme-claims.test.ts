@@ -418,3 +418,43 @@ describe('failures on one host', () => {
     });
   }
 });
+
+describe('memory you register', () => {
+  const SIZE = 64 << 10;
+  const kinds: [string, () => { buffer: ArrayBuffer | SharedArrayBuffer | ArrayBufferView; bytes: Uint8Array }][] = [
+    ['ArrayBuffer', () => { const b = new ArrayBuffer(SIZE); return { buffer: b, bytes: new Uint8Array(b) }; }],
+    ['SharedArrayBuffer', () => { const b = new SharedArrayBuffer(SIZE); return { buffer: b, bytes: new Uint8Array(b) }; }],
+    ['Uint32Array', () => { const b = new Uint32Array(SIZE / 4); return { buffer: b, bytes: new Uint8Array(b.buffer) }; }],
+    ['DataView (at an offset)', () => {
+      const b = new ArrayBuffer(SIZE + 256);
+      return { buffer: new DataView(b, 256, SIZE), bytes: new Uint8Array(b, 256, SIZE) };
+    }],
+    ['Buffer', () => { const b = Buffer.alloc(SIZE); return { buffer: b, bytes: new Uint8Array(b.buffer, b.byteOffset, b.length) }; }],
+  ];
+  for (const [name, make] of kinds) {
+    test(`${name}: a peer's memPut lands in your memory, its memGet reads it; view() is that memory`, async () => {
+      await using context = new Context();
+      const owner = context.createWorker();
+      const initiator = context.createWorker();
+      const endpoint = initiator.connectToAddress(owner.getAddress());
+      const { buffer, bytes } = make();
+      const region = context.createMemoryHandle(SIZE, buffer);
+      assert.equal(region.getSize(), SIZE);
+      assert.equal(region.getMemoryType(), 0); // UCS_MEMORY_TYPE_HOST
+      const key = createRemoteKeyFromSerialized(endpoint, region.createRemoteKey().serialize());
+      const data = pattern(21, 4096);
+      await within(endpoint.memPut(data, key, 1000), 5000, 'memPut');
+      await within(endpoint.flush(), 5000, 'flush');
+      assert.equal(firstMismatch(bytes.subarray(1000, 1000 + data.length), data), -1, 'the put is in the user buffer');
+      bytes.set(pattern(22, 512), 9000);
+      const back = new Uint8Array(512);
+      await within(endpoint.memGet(back, key, 9000), 5000, 'memGet');
+      await within(endpoint.flush(), 5000, 'flush after get');
+      assert.equal(firstMismatch(back, pattern(22, 512)), -1, 'the get reads the user buffer');
+      const view = region.view();
+      view[5] = 0xee;
+      assert.equal(bytes[5], 0xee, 'view() aliases the registered memory');
+      await endpoint.close();
+    });
+  }
+});
