@@ -6,6 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { Context, createRemoteKeyFromSerialized, type Endpoint, type RemoteKey } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
+import { within } from './helpers/deadline.js';
 
 let peer: Peer;
 let context: Context;
@@ -116,7 +117,7 @@ describe('concurrency', () => {
     assert.equal(await word('allocated', 0, 64), BigInt(3 * COUNT));
     for (const adder of adders) {
       adder.send({ type: 'exit' });
-      assert.equal((await adder.exited).code, 0, adder.stderr);
+      assert.equal((await within(adder.exited, 10_000, 'the adder exits')).code, 0, adder.stderr);
     }
   });
 });

@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { Worker as Thread } from 'node:worker_threads';
 import { Context, createRemoteKeyFromSerialized, getDiagnostics } from 'ucxx-ts';
+import { within } from './helpers/deadline.js';
 
 test('counts follow creation and close, and return to zero', async () => {
   const before = getDiagnostics();
@@ -36,14 +37,18 @@ test('in a worker thread: one relay thread per worker while it lives', async () 
       context.createWorker({ progressMode: 'manual' });
       const live = getDiagnostics();
       await context.close();
-      await new Promise((resolve) => setTimeout(resolve, 300)); // relays see STOP within their poll timeout
+      // Relays see STOP within their poll timeout: wait for that, up to 5 s (the machine may be loaded).
+      const deadline = Date.now() + 5000;
+      while (getDiagnostics().relayThreads !== 0 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
       parentPort.postMessage({ live, after: getDiagnostics() });
     });`;
   const thread = new Thread(code, { eval: true });
-  const { live, after } = await new Promise<{ live: Record<string, number>; after: Record<string, number> }>(
-    (resolve, reject) => { thread.once('message', resolve); thread.once('error', reject); });
+  const { live, after } = await within(new Promise<{ live: Record<string, number>; after: Record<string, number> }>(
+    (resolve, reject) => { thread.once('message', resolve); thread.once('error', reject); }), 20_000, "the thread's report");
   assert.equal(live['workers'], 2);
   assert.equal(live['relayThreads'], 1, "an 'event' worker has a relay, a 'manual' one none");
   assert.deepEqual(Object.values(after).filter((n) => n !== 0), [], JSON.stringify(after));
-  await new Promise((resolve) => thread.once('exit', resolve));
+  await within(new Promise((resolve) => thread.once('exit', resolve)), 10_000, 'the thread exits');
 });

@@ -15,8 +15,14 @@ function run(name: string): { status: number | null; stdout: string; stderr: str
 test('the RMA demo verifies every transfer on both sides', () => {
   const { status, stdout, stderr } = run('rma-demo.js');
   assert.equal(status, 0, `${stdout}\n${stderr}`);
-  assert.match(stdout, /verified by both processes/);
-  assert.doesNotMatch(stdout, /\bno\b/);
+  const ok = /rma-demo: OK: (\d+) transfers verified by both processes/.exec(stdout);
+  assert.ok(ok, stdout);
+  const transfers = Number(ok[1]);
+  assert.ok(transfers >= 4, stdout);
+  // Each transfer is two rows (put+flush, get) whose last column is verified initiator/owner: 'yes/yes'.
+  const verifiedRows = stdout.split('\n').filter((line) => /^(put\+flush|get)\s.*\byes\/yes$/.test(line));
+  assert.equal(verifiedRows.length, 2 * transfers, stdout);
+  assert.doesNotMatch(stdout, /\bNO\b/);
 });
 
 test('the active-message key exchange: the owner sees what the client wrote and counted', () => {

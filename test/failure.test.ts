@@ -59,7 +59,7 @@ test('a peer killed in the middle of a transfer makes the waiting requests rejec
   assert.deepEqual(errors, [endpoint.failure], "one 'error' event with the failure");
   await assert.rejects(within(5_000, Promise.resolve(pendingReceive), 'pending receive'), CanceledError);
   assert.throws(() => endpoint.memPut(data, key), ClosedError);
-  const exit = await peer.exited;
+  const exit = await within(10_000, peer.exited, 'the killed peer exits');
   assert.equal(exit.signal, 'SIGKILL');
 });
 

@@ -113,7 +113,7 @@ function checkToolchain(dir: string): void {
   const src = join(dir, 'toolchain.c');
   writeFileSync(src, '#include <stddef.h>\n#include <ucp/api/ucp.h>\nint main(void) { return 0; }\n');
   try {
-    execFileSync('gcc', ['-fdiagnostics-color=never', src, '-o', join(dir, 'toolchain')], { stdio: 'pipe' });
+    execFileSync('gcc', ['-fdiagnostics-color=never', src, '-o', join(dir, 'toolchain')], { stdio: 'pipe', timeout: 60_000 });
   } catch (err) {
     const code = (err as { code?: string }).code;
     const why = code === 'ENOENT' ? 'gcc was not found on PATH' : `gcc could not compile #include <ucp/api/ucp.h>:\n${errorText(err)}`;
@@ -127,7 +127,7 @@ function compile(dir: string, items: readonly Item[]): { failed: Set<Item>; stde
   const src = join(dir, 'probe.c');
   writeFileSync(src, source);
   try {
-    execFileSync('gcc', ['-fdiagnostics-color=never', src, '-o', join(dir, 'probe')], { stdio: 'pipe' });
+    execFileSync('gcc', ['-fdiagnostics-color=never', src, '-o', join(dir, 'probe')], { stdio: 'pipe', timeout: 60_000 });
     return { failed: new Set(), stderr: '' };
   } catch (err) {
     const stderr = errorText(err);
@@ -167,7 +167,7 @@ test('FFI layouts, constants and status codes match the installed UCX headers', 
     }
 
     // Run it and parse `kind \t key \t value` lines.
-    const output = execFileSync(join(dir, 'probe'), { encoding: 'utf8' });
+    const output = execFileSync(join(dir, 'probe'), { encoding: 'utf8', timeout: 30_000 });
     const actual = new Map<string, bigint>();
     const outputLines = output.split('\n').filter((line) => line !== '');
     for (const line of outputLines) {

@@ -682,6 +682,7 @@ test('10,000 random mutations of valid keys: RemoteKeyFormatError or a consisten
   const random = prng(0x5eed_0002);
   const keys = validKeys();
   let accepted = 0;
+  let refused = 0;
   for (let i = 0; i < 10_000; i++) {
     const { name, bytes } = keys[Math.floor(random() * keys.length)] as { name: string; bytes: Uint8Array };
     let b = Array.from(bytes);
@@ -696,9 +697,19 @@ test('10,000 random mutations of valid keys: RemoteKeyFormatError or a consisten
       else b = b.slice(0, at);
     }
     const mutated = Uint8Array.from(b);
+    const unchanged = toHex(mutated) === toHex(bytes);
     // Most mutations are caught by the checksum; fix it for two thirds of them to reach the other checks.
     if (i % 3 !== 0) fixChecksum(mutated);
-    if (decodeOrReject(mutated, `${name}, mutation #${i}`) !== null) accepted++;
+    const decoded = decodeOrReject(mutated, `${name}, mutation #${i}`);
+    if (decoded !== null) accepted++;
+    else refused++;
+    // A changed key whose checksum was not recomputed is always refused.
+    if (i % 3 === 0 && !unchanged) assert.equal(decoded, null, `${name}, mutation #${i}: a stale checksum was accepted`);
   }
-  assert.ok(accepted < 10_000);
+  // The checksum-broken third is refused whole; among the resealed ones, the structure checks refuse
+  // most too. Decodes happen (edits of the address or size fields reseal into valid keys), so both
+  // branches of decodeOrReject ran.
+  assert.ok(refused > 3000, `only ${refused} of 10,000 mutations refused`);
+  assert.ok(accepted > 0, 'no resealed mutation decoded: the consistency branch never ran');
+  assert.equal(accepted + refused, 10_000);
 });

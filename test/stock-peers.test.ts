@@ -40,7 +40,7 @@ function stockBinary(): string {
   const dir = mkdtempSync(join(tmpdir(), 'ucxx-ts-stock-'));
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const out = join(dir, 'ucp_client_server');
-  execFileSync('gcc', ['-O2', '-w', `-I${EXAMPLES}`, SOURCE, '-o', out, '-lucp', '-lucs'], { stdio: 'pipe' });
+  execFileSync('gcc', ['-O2', '-w', `-I${EXAMPLES}`, SOURCE, '-o', out, '-lucp', '-lucs'], { stdio: 'pipe', timeout: 60_000 });
   binary = out;
   return out;
 }

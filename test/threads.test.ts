@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import { Worker as Thread } from 'node:worker_threads';
 import { Context, createRemoteKeyFromSerialized } from 'ucxx-ts';
 import { participant, type ExchangeInfo, type ExchangeReport } from './helpers/thread-exchange.js';
+import { within } from './helpers/deadline.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const THREAD = path.join(HERE, 'peers', 'ucxx-thread.js');
@@ -93,8 +94,8 @@ describe('threads', () => {
     assert.deepEqual([...region.view().subarray(0, 3)], [9, 8, 7]);
     const closed = nextMessage(thread, 'closed');
     thread.postMessage({ type: 'done' });
-    await closed;
-    await new Promise((resolve) => thread.once('exit', resolve));
+    await within(closed, 10_000, "the thread's 'closed'");
+    await within(new Promise((resolve) => thread.once('exit', resolve)), 10_000, 'the thread exits');
   });
 });
 

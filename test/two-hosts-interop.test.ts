@@ -79,7 +79,7 @@ before(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'ucxx-ts-stock-2h-'));
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   stockBinary = join(dir, 'ucp_client_server');
-  execFileSync('gcc', ['-O2', '-w', `-I${EXAMPLES}`, STOCK_SOURCE, '-o', stockBinary, '-lucp', '-lucs'], { stdio: 'pipe' });
+  execFileSync('gcc', ['-O2', '-w', `-I${EXAMPLES}`, STOCK_SOURCE, '-o', stockBinary, '-lucp', '-lucs'], { stdio: 'pipe', timeout: 60_000 });
   rmaBinary = compileC('rma_peer');
   hosts = await TwoHosts.create();
   tsA = hosts.startPeer(hosts.a, 'interop-host');

@@ -82,7 +82,7 @@ function peerBinary(): string {
   const out = join(dir, 'ucxx_peer');
   try {
     execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-fdiagnostics-color=never', SOURCE, '-o', out, '-lucp', '-lucs'],
-      { stdio: 'pipe' });
+      { stdio: 'pipe', timeout: 60_000 });
   } catch (err) {
     const e = err as { stderr?: Buffer; message?: string };
     assert.fail(`could not build ${SOURCE} (needs gcc and libucx-dev):\n${e.stderr?.toString() || String(e.message)}`);
@@ -169,7 +169,7 @@ class CPeer {
 
 /** Runs the C peer's dump mode and returns its output lines of kind `label`, as bytes. */
 function dump(args: string[], label: string): Uint8Array[] {
-  const out = execFileSync(peerBinary(), args, { env: CLEAN_ENV, encoding: 'utf8' });
+  const out = execFileSync(peerBinary(), args, { env: CLEAN_ENV, encoding: 'utf8', timeout: 30_000 });
   return out.split('\n').filter((l) => l.startsWith(`${label} `)).map((l) => new Uint8Array(Buffer.from(l.slice(label.length + 1), 'hex')));
 }
 

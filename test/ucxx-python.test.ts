@@ -75,7 +75,7 @@ function peerBinary(): string {
   const out = join(dir, 'ucxx_python_peer');
   try {
     execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-fdiagnostics-color=never', SOURCE, '-o', out, '-lucp', '-lucs'],
-      { stdio: 'pipe' });
+      { stdio: 'pipe', timeout: 60_000 });
   } catch (err) {
     const e = err as { code?: string; stderr?: Buffer; message?: string };
     assert.fail(`this test compiles test/c/ucxx_python_peer.c and needs gcc and libucx-dev: ${
@@ -206,7 +206,7 @@ test("the C peer's own hash64bits, repr and hash() agree with python3's vectors"
     args.push(`usertag:${BigInt(base)}:${tag}`);
     expected.push(`usertag:${BigInt(base)}:${tag} ${hash}`);
   }
-  const out = execFileSync(peerBinary(), ['selftest', ...args], { env: { PATH: process.env['PATH'] } }).toString();
+  const out = execFileSync(peerBinary(), ['selftest', ...args], { env: { PATH: process.env['PATH'] }, timeout: 30_000 }).toString();
   assert.deepEqual(out.trim().split('\n'), expected);
 });
 

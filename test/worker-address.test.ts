@@ -390,12 +390,17 @@ test('fuzz (child processes): random and mutated addresses are refused or connec
       `${result.stdout.slice(-2000)}\n${result.stderr.slice(-6000)}`;
     assert.equal(result.signal, null, why);
     assert.equal(result.status, 0, why);
-    const summary = /address-fuzz: seed=(\d+) inputs=(\d+) refused=(\d+) \(format=(\d+) ucx=(\d+)\) accepted=(\d+)/
-      .exec(result.stdout);
+    const summary = new RegExp('address-fuzz: seed=(\\d+) inputs=(\\d+) refused=(\\d+) \\(format=(\\d+) ucx=(\\d+)\\) ' +
+      'accepted=(\\d+) flushed=(\\d+) failed=(\\d+) stalled=(\\d+) foreign=(\\d+)').exec(result.stdout);
     assert.ok(summary, why);
-    const [, gotSeed, inputs, refused, format, , accepted] = summary.map(Number) as number[];
+    const [, gotSeed, inputs, refused, format, ucx, accepted, flushed, failed, stalled, foreign] = summary.map(Number) as number[];
     assert.equal(gotSeed, seed, why);
     assert.equal(inputs, 2000, why);
+    // The outcomes account for every input, and the refusals for every refused one.
+    assert.equal((refused as number) + (accepted as number) + (foreign as number), inputs, `inputs unaccounted for: ${why}`);
+    assert.equal((format as number) + (ucx as number), refused, why);
+    assert.ok((flushed as number) + (failed as number) + (stalled as number) <= (accepted as number), why);
     assert.ok((format as number) > 500 && (accepted as number) > 100 && (refused as number) > 500, why);
+    assert.ok((flushed as number) > 0, `no accepted address carried a message: ${why}`);
   }
 });

@@ -41,7 +41,7 @@ export function compileC(name: string): string {
   const out = join(dir, basename(name));
   try {
     execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-fdiagnostics-color=never', source, '-o', out, '-lucp', '-lucs'],
-      { stdio: 'pipe' });
+      { stdio: 'pipe', timeout: 60_000 });
   } catch (err) {
     const e = err as { code?: string; stderr?: Buffer; message?: string };
     const why = e.code === 'ENOENT' ? 'gcc was not found on PATH'

@@ -29,6 +29,8 @@ export class Peer {
   readonly #waiters: { type: string; resolve: (m: PeerMessage) => void; reject: (e: Error) => void }[] = [];
   #stderr = '';
   #dead = false;
+  /** What the peer reported in an 'error' message, if it did. */
+  #failure: Error | undefined;
 
   private constructor(script: string, config: unknown, env: NodeJS.ProcessEnv, launch?: PeerLaunch) {
     const args = [path.join(PEERS, `${script}.js`), JSON.stringify(config ?? {})];
@@ -45,6 +47,14 @@ export class Peer {
     this.child.stderr?.on('data', capture);
     this.child.stdout?.on('data', capture);
     this.child.on('message', (message: PeerMessage) => {
+      if (message.type === 'error' && !this.#waiters.some((w) => w.type === 'error')) {
+        // The peer failed (test/helpers/peer-errors.ts, or an error it reports itself): whoever waits,
+        // and whoever asks from now on, learns it at once instead of waiting out a timeout.
+        this.#failure ??= new Error(`peer ${script} reported: ${String(message['message'])}\n` +
+          `${String(message['stack'] ?? '')}\nstderr:\n${this.#stderr}`);
+        for (const w of this.#waiters.splice(0)) w.reject(this.#failure);
+        return;
+      }
       const i = this.#waiters.findIndex((w) => w.type === message.type);
       if (i >= 0) {
         const [waiter] = this.#waiters.splice(i, 1);
@@ -82,10 +92,14 @@ export class Peer {
     this.child.send(message);
   }
 
-  /** The next message of `type` (messages of other types wait in the inbox). */
+  /**
+   * The next message of `type` (messages of other types wait in the inbox). Rejects at once when the
+   * peer has reported an error or exited, and after `timeoutMs` otherwise.
+   */
   next(type: string, timeoutMs = 30_000): Promise<PeerMessage> {
     const i = this.#inbox.findIndex((m) => m.type === type);
     if (i >= 0) return Promise.resolve(this.#inbox.splice(i, 1)[0] as PeerMessage);
+    if (this.#failure !== undefined && type !== 'error') return Promise.reject(this.#failure);
     if (this.#dead) return Promise.reject(new Error(`peer is dead; stderr:\n${this.#stderr}`));
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {

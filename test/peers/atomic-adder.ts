@@ -1,4 +1,5 @@
 /** Test peer: connects, unpacks the key it is sent (tag 1), does N fetch-adds of 1 on word 0, reports. */
+import '../helpers/peer-errors.js';
 import { Context, createRemoteKeyFromSerialized } from 'ucxx-ts';
 
 process.on('disconnect', () => process.exit(3));

@@ -4,6 +4,7 @@
  * 8-KiB registered one for atomics (keys as tag messages 1 and 2 on request). IPC commands drive the
  * rest. All data goes through UCX; IPC carries control only.
  */
+import '../helpers/peer-errors.js';
 import { Context, type Endpoint } from 'ucxx-ts';
 import { pattern } from '../helpers/pattern.js';
 

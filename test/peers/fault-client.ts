@@ -6,6 +6,7 @@
  * 'put-verified' (a pattern put and flushed before the fault, for the server to check), 'cancel' (an
  * operation cancelled by cancel() or an AbortSignal while it waits), and 'reconnect'.
  */
+import '../helpers/peer-errors.js';
 import {
   Context, createRemoteKeyFromSerialized, type Endpoint, type RemoteKey, type Request,
 } from 'ucxx-ts';

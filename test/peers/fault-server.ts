@@ -5,6 +5,7 @@
  * receives active messages with id 1, and reports each endpoint's 'error'/'close' (with the time) over
  * IPC. Commands: 'verify' (a pattern in the region), 'exit'.
  */
+import '../helpers/peer-errors.js';
 import { Context, type Endpoint } from 'ucxx-ts';
 import { firstMismatch, pattern } from '../helpers/pattern.js';
 

@@ -17,6 +17,7 @@
  *   close                                   end the session.
  *   exit
  */
+import '../helpers/peer-errors.js';
 import {
   Context, type ContextOptions, type Endpoint, type Feature, type Listener, type Worker,
 } from 'ucxx-ts';

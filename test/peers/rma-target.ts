@@ -2,6 +2,7 @@
  * Test peer: exposes a memory region, listens, and sends each connecting endpoint the region's
  * serialized remote key as a tag message (tag 1). Control commands over IPC check or fill its bytes.
  */
+import '../helpers/peer-errors.js';
 import { Context, type Endpoint, type MemoryAccess, type ProgressMode } from 'ucxx-ts';
 import { firstMismatch, pattern } from '../helpers/pattern.js';
 

@@ -4,6 +4,7 @@
  * and runs one operation per IPC command, checking the bytes itself or leaving them for the server to
  * check. Replies carry results only; every byte under test moves through UCX.
  */
+import '../helpers/peer-errors.js';
 import { performance } from 'node:perf_hooks';
 import {
   Context, createRemoteKeyFromSerialized, type Endpoint, type RemoteKey,

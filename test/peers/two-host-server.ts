@@ -5,6 +5,7 @@
  * stream bytes (per endpoint) and active messages (id 1 -> id 2 on the first endpoint). IPC commands
  * check and fill its memory, so that every byte under test moves through UCX; each gets one 'reply'.
  */
+import '../helpers/peer-errors.js';
 import { Context, type Endpoint, type MemoryHandle } from 'ucxx-ts';
 import { firstMismatch, pattern } from '../helpers/pattern.js';
 
