@@ -557,7 +557,10 @@ export class Worker implements RequestHost {
       const status = (err as { status?: number }).status;
       // UCX 1.13's TCP CM reports a refused connection as NOT_CONNECTED on the flush; say what it means.
       if (status === UCS_ERR_NOT_CONNECTED || status === UCS_ERR_REJECTED) {
-        throw new ConnectionRefusedError(`${host}:${port}`, status, { cause: err });
+        const refused = new ConnectionRefusedError(`${host}:${port}`, status, { cause: err });
+        // On this host in 'auto' the refusal may be a server that asks for PEER mode: say so.
+        refused.message += connectFailureHint(refused, mode, options.errorHandling, this.#context.features);
+        throw refused;
       }
       if (err instanceof Error) err.message += connectFailureHint(err, mode, options.errorHandling, this.#context.features);
       throw err;

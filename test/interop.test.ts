@@ -406,7 +406,6 @@ test("a C server that asks for PEER error handling refuses a client on its host 
   // src/worker.ts connect(): a NOT_CONNECTED/REJECTED flush becomes ConnectionRefusedError ("nobody listens
   // there") before connectFailureHint() can add the 'peer' advice, so the README's "(the error says so)"
   // does not hold: the server does listen, and the message sends the user the wrong way.
-  todo: "src bug: a PEER server's refusal of a NONE client is reported as 'nobody listens there', without the errorHandling: 'peer' hint",
 }, async () => {
   await using context = new Context();
   const worker = context.createWorker();
