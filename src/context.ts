@@ -15,8 +15,7 @@ import { ClosedError, ConfigError, check } from './errors.js';
 import { Worker, type WorkerOptions } from './worker.js';
 import { MemoryHandle, type MemoryHandleOptions } from './memory-handle.js';
 import { parsePackedRkey } from './internal/packed-rkey.js';
-import { parseMdComponents } from './internal/shm-rkey-check.js';
-import { parseContextResources, type TransportResource } from './internal/context-info.js';
+import { parseContextResources, parseMdComponents, type TransportResource } from './internal/context-info.js';
 import { describe, optionsObject, type BufferSource } from './internal/bytes.js';
 import { InvalidArgumentError, INTERNAL } from './internal/misuse-errors.js';
 

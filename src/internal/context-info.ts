@@ -12,12 +12,18 @@ export interface TransportResource {
   readonly component: string;
 }
 
-/** Every `resource N : md M dev D flags F tl/dev` line, with its md's component. */
-export function parseContextResources(info: string): TransportResource[] {
+/** md index -> component name, from the `md N : component C name` lines. */
+export function parseMdComponents(info: string): Map<number, string> {
   const components = new Map<number, string>();
   for (const match of info.matchAll(/^#\s+md (\d+)\s*:\s*component \d+\s+(\S+)/gm)) {
     components.set(Number(match[1]), match[2] as string);
   }
+  return components;
+}
+
+/** Every `resource N : md M dev D flags F tl/dev` line, with its md's component. */
+export function parseContextResources(info: string): TransportResource[] {
+  const components = parseMdComponents(info);
   const resources: TransportResource[] = [];
   for (const match of info.matchAll(/^#\s+resource \d+\s*:\s*md (\d+)\s+dev \d+\s+flags \S+\s+([^/\s]+)\/(\S+)/gm)) {
     const md = Number(match[1]);

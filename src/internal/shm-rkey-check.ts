@@ -29,15 +29,6 @@ function fail(message: string): never {
   throw new RemoteKeyFormatError(`packed remote key: ${message}`);
 }
 
-/** Parses `ucp_context_print_info` output into md index -> component name. */
-export function parseMdComponents(info: string): Map<number, string> {
-  const map = new Map<number, string>();
-  for (const match of info.matchAll(/^#\s+md (\d+)\s*:\s*component \d+\s+(\S+)/gm)) {
-    map.set(Number(match[1]), match[2] as string);
-  }
-  return map;
-}
-
 function sysvSegmentSize(shmid: number): bigint | undefined {
   let table: string;
   try {
