@@ -272,6 +272,20 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     return this.#state !== 'open';
   }
 
+  /**
+   * Stream bytes that arrived and wait for the next `streamRecv` (an accepted endpoint reads ahead until
+   * its first one), as a socket's `readableLength`.
+   *
+   * ```ts
+   * if (ep.streamBufferedBytes > 0) n = await ep.streamRecv(buffer); // completes at once
+   * ```
+   */
+  get streamBufferedBytes(): number {
+    let total = 0;
+    for (const chunk of this.#streamStash) total += chunk.byteLength;
+    return total;
+  }
+
   /** The error the peer failed with, if it did. */
   get failure(): UcxError | undefined {
     return this.#failure;
@@ -537,6 +551,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
    * `ucp_stream_recv_nbx` at a time into the head receive's buffer.
    */
   #pumpStream(): void {
+    if (this.#streamActive !== null) this.#serveStashBehindCancelled();
     while (this.#streamActive === null && this.#streamQueue.length > 0) {
       const head = this.#streamQueue[0] as StreamReceive;
       if (head.request.completed) {
@@ -569,6 +584,29 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     }
   }
 
+  /**
+   * While a cancelled receive (or a read-ahead) still owns the one UCX stream receive, the receives
+   * behind it take what the stash already holds: those bytes came first, and UCX may never complete
+   * the outstanding receive if the peer sends nothing more.
+   */
+  #serveStashBehindCancelled(): void {
+    const queue = this.#streamQueue;
+    const owner = queue[0];
+    if (owner === undefined || !(owner.request.completed || owner.ahead === true)) return;
+    let i = 1;
+    while (i < queue.length && this.#streamStash.length > 0) {
+      const entry = queue[i] as StreamReceive;
+      if (entry.request.completed || entry.ahead === true) {
+        i++;
+        continue;
+      }
+      entry.served += this.#takeStash(entry.bytes.subarray(entry.served));
+      if (entry.served < entry.bytes.byteLength && (entry.served === 0 || entry.waitAll)) return;
+      queue.splice(i, 1);
+      entry.request._settle(0, entry.served, 0n);
+    }
+  }
+
   #streamDone(
     head: StreamReceive, target: Uint8Array, status: number, length: number, ucxRequest: Request<number>,
     error?: Error,
@@ -581,8 +619,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
       if (head.ahead === true) {
         this.#receives.delete(head.request);
         head.request._settle(status === 0 ? 0 : status, 0, 0n);
-        const stashed = this.#streamStash.reduce((n, chunk) => n + chunk.byteLength, 0);
-        if (status === 0 && this.#readingAhead && stashed < READ_AHEAD_LIMIT && this.#state === 'open') {
+        if (status === 0 && this.#readingAhead && this.streamBufferedBytes < READ_AHEAD_LIMIT && this.#state === 'open') {
           this.#queueStreamRecv(new Uint8Array(READ_AHEAD_CHUNK), false, undefined, true);
           return;
         }

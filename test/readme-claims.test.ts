@@ -261,6 +261,33 @@ describe('stream cancellation', () => {
   }
 });
 
+describe('accepted endpoints read ahead', () => {
+  for (const waitAll of [false, true]) {
+    test(`bytes a client sent before the first streamRecv are there for it (waitAll: ${waitAll}), though nothing more comes`, async () => {
+      await using context = new Context();
+      const pair = await connectedPair(context);
+      const data = pattern(5, 16);
+      await within(pair.clientEndpoint.streamSend(data), 5000, 'streamSend');
+      // Let the accepted endpoint's read-ahead take the bytes and post its next receive, which the
+      // client never feeds: the first streamRecv must be served from what was read ahead.
+      const deadline = Date.now() + 5000;
+      while (pair.serverEndpoint.streamBufferedBytes < data.length && Date.now() < deadline) await sleep(5);
+      assert.equal(pair.serverEndpoint.streamBufferedBytes, data.length, 'the read-ahead did not take the bytes');
+      const back = new Uint8Array(waitAll ? data.length : 64);
+      const n = await within(pair.serverEndpoint.streamRecv(back, { waitAll }), 2000, 'the first streamRecv');
+      assert.equal(n, data.length);
+      assert.equal(firstMismatch(back.subarray(0, n), data), -1);
+      // The stream goes on after it.
+      const more = pattern(6, 5000);
+      await within(pair.clientEndpoint.streamSend(more), 5000, 'a second streamSend');
+      const back2 = new Uint8Array(more.length);
+      await within(pair.serverEndpoint.streamRecv(back2, { waitAll: true }), 5000, 'a later streamRecv');
+      assert.equal(firstMismatch(back2, more), -1);
+      await pair.close();
+    });
+  }
+});
+
 describe('active messages', () => {
   /** Sends one AM and returns what the handler saw, and the send's outcome. */
   async function amOnce(

@@ -176,8 +176,11 @@ async function pair(role: Role, scenario: string, worker: Worker): Promise<{ ep:
   }
   // The callback form here (the failure tests use the iterator).
   let deliver!: (ep: UcxxPythonEndpoint) => void;
-  const delivered = new Promise<UcxxPythonEndpoint>((resolve) => { deliver = resolve; });
+  let refuse!: (error: HandshakeError) => void;
+  const delivered = new Promise<UcxxPythonEndpoint>((resolve, reject) => { deliver = resolve; refuse = reject; });
   const listener = worker.listen({ host: '127.0.0.1', port: 0, handshake: 'ucxx-python', connectTimeout: CONNECT_TIMEOUT_MS }, deliver);
+  // Our side's handshake failure is the cause to report, not the C peer's exit that follows it.
+  listener.on('handshakeError', refuse);
   const peer = new CPeer(['client', '127.0.0.1', String(listener.port), scenario]);
   const ep = await peer.guard(delivered, 'accepting the C client');
   listener.close();
