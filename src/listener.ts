@@ -14,6 +14,7 @@ import { CONSTANTS, OutCell, StructBuffer, addressOf, layouts, registerCallback,
 import { ClosedError, check } from './errors.js';
 import { SlotTable } from './internal/slot-table.js';
 import { decodeSockaddr, encodeSockaddr } from './internal/sockaddr.js';
+import { peerKey, socketsOnPort } from './internal/port-sockets.js';
 import { Endpoint, type EndpointOptions } from './endpoint.js';
 import type { Worker } from './worker.js';
 import { InvalidArgumentError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
@@ -30,13 +31,26 @@ export interface ListenerOptions {
 const K = CONSTANTS;
 /** How long an accepted endpoint's wireup may take before the endpoint is handed out regardless. */
 const WIREUP_WAIT_MS = 1000;
+/** How soon a closed listener first looks again for a connection UCX holds, and the longest wait after. */
+const DRAIN_CHECK_FIRST_MS = 2;
+const DRAIN_CHECK_MAX_MS = 250;
+/** Listeners whose UCX listener exists: open ones, and closed ones still draining. */
 const listeners = new SlotTable<Listener>();
 
 /** @internal For getDiagnostics(): listeners of this thread not yet closed. */
 export function liveListenerCount(): number {
-  return listeners.size;
+  return listeners.values().filter((listener) => !listener.closed).length;
 }
 let connCallback: bigint | undefined;
+let requestAttr: StructBuffer<'field_mask' | 'client_address' | 'client_id'> | undefined;
+
+/** The client's address of a connection request, as port-sockets spells it (null if UCX cannot tell). */
+function clientKey(connRequest: bigint): string | null {
+  requestAttr ??= new StructBuffer(layouts.ucp_conn_request_attr_t);
+  requestAttr.setU64('field_mask', K.UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR);
+  if (ucx().ucp_conn_request_query(connRequest, requestAttr.buffer) !== 0) return null;
+  return peerKey(requestAttr.buffer, requestAttr.offset('client_address'));
+}
 
 function connCallbackAddress(): bigint {
   connCallback ??= registerCallback('connRequest', (connRequest: bigint | null, id: number) => {
@@ -53,7 +67,10 @@ export function isOwnListenerPort(port: number): boolean {
 
 export class Listener implements AsyncIterable<Endpoint> {
   readonly #worker: Worker;
+  /** The ucp_listener_h while the listener is open; null once closed. */
   #handle: bigint | null;
+  /** The ucp_listener_h until it is destroyed, which may be a while after close(): see #drain. */
+  #ucxListener: bigint | null;
   readonly #id: number;
   readonly #host: string;
   readonly #port: number;
@@ -64,6 +81,12 @@ export class Listener implements AsyncIterable<Endpoint> {
   #iterated = false;
   /** Connection requests UCX handed over that are not accepted yet: each must be accepted or rejected. */
   readonly #pending = new Set<bigint>();
+  /** Client addresses of the connection requests UCX handed over (see #connectionInFlight). */
+  readonly #delivered = new Set<string>();
+  #pruneAt = 64;
+  #drainTimer: NodeJS.Timeout | undefined;
+  readonly #destroyed: Promise<void>;
+  #markDestroyed!: () => void;
 
   /** @internal Use `worker.listen()` (IllegalConstructorError otherwise). */
   constructor(
@@ -79,6 +102,10 @@ export class Listener implements AsyncIterable<Endpoint> {
     this.#worker = worker;
     this.#onConnection = onConnection;
     this.#endpointOptions = options.endpoint ?? {};
+    this.#destroyed = new Promise((resolve) => { this.#markDestroyed = resolve; });
+    // A closed listener still draining on the port the user asks for gives the port up now.
+    const port = options.port ?? 0;
+    if (port !== 0) for (const other of listeners.values()) if (other.closed && other.port === port) other._settle(true);
     this.#id = listeners.add(this);
     const params = new StructBuffer(layouts.ucp_listener_params_t);
     params
@@ -95,6 +122,7 @@ export class Listener implements AsyncIterable<Endpoint> {
       throw err;
     }
     this.#handle = out.ptr();
+    this.#ucxListener = this.#handle;
     const attr = new StructBuffer(layouts.ucp_listener_attr_t);
     attr.setU64('field_mask', K.UCP_LISTENER_ATTR_FIELD_SOCKADDR);
     check(ucx().ucp_listener_query(this.#handle, attr.buffer), 'ucp_listener_query');
@@ -126,6 +154,12 @@ export class Listener implements AsyncIterable<Endpoint> {
 
   /** @internal Called from inside progress: the endpoint is created afterwards, outside the callback. */
   _onConnRequest(connRequest: bigint): void {
+    this.#noteDelivered(connRequest);
+    if (this.#handle === null) {
+      // Closed and draining: refuse it (the client gets ConnectionRefusedError).
+      if (this.#ucxListener !== null) ucx().ucp_listener_reject(this.#ucxListener, connRequest);
+      return;
+    }
     this.#pending.add(connRequest);
     this.#worker._defer(() => this.#accept(connRequest));
   }
@@ -192,17 +226,85 @@ export class Listener implements AsyncIterable<Endpoint> {
     };
   }
 
-  /** Stops accepting connections (established endpoints stay open). Idempotent. */
+  /**
+   * Stops accepting connections (established endpoints stay open); a client connecting from now on is
+   * refused. Idempotent.
+   *
+   * ```ts
+   * listener.close();
+   * ```
+   */
   close(): void {
     if (this.#handle === null) return;
     const handle = this.#handle;
     this.#handle = null;
-    listeners.delete(this.#id);
     for (const connRequest of this.#pending) ucx().ucp_listener_reject(handle, connRequest);
     this.#pending.clear();
-    ucx().ucp_listener_destroy(handle);
     for (const waiter of this.#waiting.splice(0)) waiter({ value: undefined, done: true });
+    this.#worker._updateBusy();
+    this.#drain(DRAIN_CHECK_FIRST_MS);
+  }
+
+  /**
+   * UCX 1.13 crashes when it receives the connection data of a connection its TCP connection manager
+   * accepted before the listener was destroyed (the accepted connection keeps a pointer to the freed
+   * listener; docs/ucx-1.13-bugs/listener_destroy_conn_request.c). So the UCX listener lives on after
+   * close(), refusing what it hands over, until UCX holds no accepted connection it has not handed over.
+   */
+  #drain(delayMs: number): void {
+    if (this._settle(false)) return;
+    this.#drainTimer = setTimeout(() => this.#drain(Math.min(delayMs * 2, DRAIN_CHECK_MAX_MS)), delayMs);
+    this.#drainTimer.unref();
+  }
+
+  /**
+   * @internal Destroys a closed listener's UCX listener once nothing is in flight on it, or at once with
+   * `force`. True when it is destroyed.
+   */
+  _settle(force: boolean): boolean {
+    if (this.#ucxListener === null) return true;
+    if (this.#handle !== null || (!force && this.#connectionInFlight())) return false;
+    const handle = this.#ucxListener;
+    this.#ucxListener = null;
+    clearTimeout(this.#drainTimer);
+    listeners.delete(this.#id);
+    ucx().ucp_listener_destroy(handle);
     this.#worker._listenerClosed(this);
+    this.#markDestroyed();
+    return true;
+  }
+
+  /** @internal Closes, and waits for the drain at most `limitMs` before destroying the UCX listener. */
+  async _closeWithin(limitMs: number): Promise<void> {
+    this.close();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.#destroyed, new Promise((resolve) => { timer = setTimeout(resolve, limitMs); })]);
+    clearTimeout(timer);
+    this._settle(true);
+  }
+
+  /**
+   * True while UCX may hold a connection on this listener's port whose request it has not handed over:
+   * one in the accept queue, or an accepted one whose client address no request had. False where the
+   * system cannot tell (no /proc).
+   */
+  #connectionInFlight(): boolean {
+    const sockets = socketsOnPort(this.#port, this.#host.includes(':'));
+    if (sockets === null) return false;
+    if (sockets.backlog > 0) return true;
+    for (const client of sockets.accepted) if (!this.#delivered.has(client)) return true;
+    return false;
+  }
+
+  #noteDelivered(connRequest: bigint): void {
+    const client = clientKey(connRequest);
+    if (client === null) return;
+    this.#delivered.add(client);
+    if (this.#delivered.size < this.#pruneAt) return;
+    // Forget the clients whose connections are gone, so that the set stays as large as the live ones.
+    const sockets = socketsOnPort(this.#port, this.#host.includes(':'));
+    if (sockets !== null) for (const known of this.#delivered) if (!sockets.accepted.has(known)) this.#delivered.delete(known);
+    this.#pruneAt = Math.max(64, this.#delivered.size * 2);
   }
 
   [Symbol.dispose](): void {

@@ -88,6 +88,8 @@ const FULL_MASK = (1n << 64n) - 1n;
 const UCS_ERR_UNREACHABLE = -6;
 const UCS_ERR_REJECTED = -23;
 const UCS_ERR_NOT_CONNECTED = -24;
+/** How long worker.close() lets a closed listener drain (Listener#drain) before destroying it. */
+const LISTENER_DRAIN_LIMIT_MS = 1000;
 
 /** What a failed connect most likely needs from the user, for the error message ('' when nothing known). */
 function connectFailureHint(
@@ -621,7 +623,7 @@ export class Worker implements RequestHost {
       if (request._handle !== null) ucx().ucp_request_cancel(handle, request._handle);
     }
     await Promise.all([...this.#endpoints].map((ep) => ep.close()));
-    for (const listener of [...this.#listeners]) listener.close();
+    await Promise.all([...this.#listeners].map((listener) => listener._closeWithin(LISTENER_DRAIN_LIMIT_MS)));
     this.#engine.progress();
     // Whatever UCX did not complete by now never will once the worker is gone.
     this.#engine.close();
@@ -634,7 +636,7 @@ export class Worker implements RequestHost {
    * keeps serving a live worker while the libraries are torn down at exit, and crashes; destroying the
    * worker outright with operations pending makes UCX 1.13 abort ("pending request ... should have been
    * flushed"). So: listeners, then a forced close of every endpoint (which purges its pending requests)
-   * progressed for a bounded time, then the worker.
+   * progressed for a bounded time, while the closed listeners drain (Listener#drain), then the worker.
    */
   _teardownAtExit(): void {
     const handle = this.#handle;
@@ -642,9 +644,10 @@ export class Worker implements RequestHost {
     for (const listener of [...this.#listeners]) listener.close();
     const closing = [...this.#endpoints].map((endpoint) => endpoint._forceCloseAtExit());
     const deadline = performance.now() + 500;
-    while (closing.some((request) => request !== null && !request.completed) && performance.now() < deadline) {
-      this.#engine.progress();
-    }
+    const busy = (): boolean => closing.some((request) => request !== null && !request.completed) ||
+      [...this.#listeners].some((listener) => !listener._settle(false));
+    while (busy() && performance.now() < deadline) this.#engine.progress();
+    for (const listener of [...this.#listeners]) listener._settle(true);
     this.#engine.close();
     this.#destroy(handle, 'the process is exiting');
   }
@@ -807,7 +810,9 @@ export class Worker implements RequestHost {
     // Before the AM dispatcher exists (during construction) nothing can be waiting on it.
     const amWaiting = (this.#am?.waiting ?? false) || this.#holds > 0;
     const inflightNow = this.#inflightCount > 0;
-    this.#engine.setBusy(inflightNow || this.#listeners.size > 0 || amWaiting, inflightNow);
+    let listening = false; // a closed listener still draining (Listener#drain) keeps nothing awake
+    for (const listener of this.#listeners) listening ||= !listener.closed;
+    this.#engine.setBusy(inflightNow || listening || amWaiting, inflightNow);
   }
 
   /** @internal Counts a wait that must keep the worker awake (+1 when it starts, -1 when it ends). */
