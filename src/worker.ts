@@ -526,7 +526,9 @@ export class Worker implements RequestHost {
 
   /**
    * Connects to a listener at `host:port`. Resolves once the connection is established; rejects with a
-   * UcxError (for example UnreachableError or ConnectionResetError) when it cannot be.
+   * UcxError (for example UnreachableError or ConnectionResetError) when it cannot be. A server that
+   * sent stream bytes and went away before the connection settled still counts as connected: the
+   * endpoint comes back closed, with those bytes readable through `streamRecv`.
    *
    * ```ts
    * const ep = await worker.connect('127.0.0.1', 13337);
@@ -552,11 +554,19 @@ export class Worker implements RequestHost {
         .setPtr('sockaddr.addr', addressOf(sockaddr))
         .setU32('sockaddr.addrlen', sockaddr.length);
     }, `${host}:${port}`);
+    // As on an accepted endpoint: a server that sends and goes away at once leaves its stream bytes
+    // here, where UCX would drop them with the endpoint before the application asks for them.
+    if (this.#context.features.includes('stream')) endpoint._readStreamAhead();
     try {
       await endpoint.flush();
     } catch (err) {
-      await endpoint.close();
       const status = (err as { status?: number }).status;
+      // The server accepted, sent and went away before the flush came back: the connection was made, so
+      // the endpoint is handed out with its bytes readable, and it reports the failure as its close.
+      if (endpoint.streamBufferedBytes > 0 && status !== UCS_ERR_NOT_CONNECTED && status !== UCS_ERR_REJECTED) {
+        return endpoint;
+      }
+      await endpoint.close();
       // UCX 1.13's TCP CM reports a refused connection as NOT_CONNECTED on the flush; say what it means.
       if (status === UCS_ERR_NOT_CONNECTED || status === UCS_ERR_REJECTED) {
         const refused = new ConnectionRefusedError(`${host}:${port}`, status, { cause: err });

@@ -90,7 +90,9 @@ async function recvStep(endpoint: Endpoint, timeoutMs: number): Promise<Uint8Arr
  */
 export async function exchangePeerInfo(endpoint: Endpoint, role: 'listener' | 'client', timeoutMs: number): Promise<PeerTags> {
   try {
-    const msgTagRecv = makeMsgTag(randomBytes(16), endpoint.getHandle());
+    // The handle only seeds the tag (as in ucxx); a peer that already went away still gets its
+    // read-ahead bytes examined, so the failure says how much of the information arrived.
+    const msgTagRecv = makeMsgTag(randomBytes(16), endpoint.closed ? 0n : endpoint.getHandle());
     const mine = encodePeerInfo(msgTagRecv);
     let theirs: Uint8Array;
     if (role === 'listener') {
