@@ -543,6 +543,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
   #stopReadingAhead(): void {
     if (!this.#readingAhead) return;
     this.#readingAhead = false;
+    // The application's receive waits behind the read-ahead's UCX receive, which UCX cannot cancel.
+    if (this.#streamActive !== null) this.#worker._foreground(this.#streamActive);
     for (const entry of this.#streamQueue) if (entry.ahead === true) entry.request.cancel();
   }
 
@@ -568,6 +570,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
       const worker = this.#worker;
       const target = head.bytes.subarray(head.served);
       const ucxRequest = worker._newRequest<number>(ResultKind.Length, 'streamRecv', target);
+      // Nobody waits on a read-ahead until the first streamRecv (#stopReadingAhead brings it forward).
+      ucxRequest._background = head.ahead === true;
       const params = worker._params;
       const param = params.streamRecv;
       param.buffer.writeUInt32LE(ucxRequest._id, REQ.user_data);

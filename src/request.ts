@@ -70,6 +70,11 @@ export class Request<T = void> implements PromiseLike<T> {
   _id = 0;
   /** @internal Counted among its worker's operations in flight. */
   _tracked = false;
+  /**
+   * @internal In flight without keeping the worker busy (a stream read-ahead nobody waits for yet), so
+   * that it neither keeps the process alive nor makes 'polling' spin; see Worker._foreground.
+   */
+  _background = false;
   /** @internal Set once ucp_request_free was called on an unfinished request (worker teardown). */
   _released = false;
   /** @internal The UCX request handle while in flight. */

@@ -773,6 +773,7 @@ export class Worker implements RequestHost {
 
   #countInflight(request: AnyRequest): void {
     request._tracked = true;
+    if (request._background) return;
     // Busy state changes only on 0 <-> 1; in between, a new operation only needs progress to be due.
     if (this.#inflightCount++ === 0) this._updateBusy();
     else this.#engine.kick();
@@ -799,7 +800,18 @@ export class Worker implements RequestHost {
   _requestSettled(request: AnyRequest): void {
     if (!request._tracked) return;
     request._tracked = false;
+    if (request._background) return;
     if (--this.#inflightCount === 0) this._updateBusy();
+  }
+
+  /** @internal Someone now waits on a background request: it counts as in flight from here on. */
+  _foreground(request: AnyRequest): void {
+    if (!request._background) return;
+    request._background = false;
+    if (request._tracked) {
+      request._tracked = false;
+      this.#countInflight(request);
+    }
   }
 
   /** @internal Runs `fn` after the current progress call returns (never from inside a UCX callback). */
