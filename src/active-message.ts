@@ -20,7 +20,9 @@
  * });
  * ```
  */
-import { CONSTANTS, UCS_OK, layouts, readStruct, registerCallback, ucx } from './ffi/index.js';
+import {
+  CONSTANTS, UCS_ERR_REJECTED, UCS_INPROGRESS, UCS_OK, layouts, readStruct, registerCallback, ucx,
+} from './ffi/index.js';
 import { copyPayload } from './internal/payload-slab.js';
 import { ClosedError } from './errors.js';
 import { Request, ResultKind } from './request.js';
@@ -37,8 +39,6 @@ const RECV_PARAM = layouts.ucp_am_recv_param_t;
 /** The receive attributes ucxx-ts reads are all in the low 32 bits of `recv_attr`. */
 const ATTR_REPLY_EP = Number(K.UCP_AM_RECV_ATTR_FIELD_REPLY_EP);
 const ATTR_RNDV = Number(K.UCP_AM_RECV_ATTR_FLAG_RNDV);
-const UCS_INPROGRESS = 1;
-const UCS_ERR_REJECTED = -23;
 /** UCP carries AM ids in 16 bits. */
 export const AM_ID_MAX = 0xffff;
 /** Zero bytes, shared (nothing can be written into it). */

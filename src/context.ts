@@ -8,8 +8,10 @@
  * const region = context.createMemoryHandle(1 << 20);
  * ```
  */
+import { debug } from './internal/debug-log.js';
 import {
-  CONSTANTS, OutCell, StructBuffer, UCP_API_MAJOR, UCP_API_MINOR, addressOf, captureStream, layouts, ucx,
+  CONSTANTS, OutCell, StructBuffer, UCP_API_MAJOR, UCP_API_MINOR, UCS_ERR_NO_ELEM, addressOf, captureStream,
+  layouts, ucx,
 } from './ffi/index.js';
 import { ClosedError, ConfigError, check } from './errors.js';
 import { Worker, type WorkerOptions } from './worker.js';
@@ -184,6 +186,7 @@ export class Context {
       this.#handle = contextOut.ptr();
       this.#config = config;
       trackForExit(this);
+      debug('context created (features %s, failureTimeout %d ms)', features.join(', '), failureTimeout);
       // ucp_config_modify keeps names it does not know for the transports, which silently ignore the
       // unknown ones: check every name against all the tables UCX registered (loaded with the context).
       const known = knownOptions();
@@ -193,7 +196,7 @@ export class Context {
         if (!isKnownOption(known, name)) {
           api.ucp_cleanup(this.#handle);
           this.#handle = null;
-          throw new ConfigError(-12, name, value);
+          throw new ConfigError(UCS_ERR_NO_ELEM, name, value);
         }
         if (!(name in ucpOptions)) this.#transportConfig[name] = value;
       }
@@ -308,6 +311,7 @@ export class Context {
     const handle = this.#handle;
     this.#handle = null;
     ucx().ucp_cleanup(handle);
+    debug('context closed');
     if (this.#config !== null) ucx().ucp_config_release(this.#config);
     this.#config = null;
     liveContexts.delete(this);

@@ -4,7 +4,8 @@
  *
  * When the peer goes away (and UCX sees it: see ErrorHandlingMode) the endpoint emits 'error' (only if
  * somebody listens for it) and 'close', its in-flight requests reject with a UcxError such as
- * ConnectionResetError, and every later operation throws ClosedError.
+ * ConnectionResetError, and every later operation throws ClosedError. A peer that closes its side while
+ * nothing of this endpoint waits on it is a close, not a failure: 'close' alone, with `closedByPeer`.
  *
  * ```ts
  * const ep = await worker.connect('127.0.0.1', port);
@@ -14,9 +15,11 @@
  * await ep.close();
  * ```
  */
+import { debug } from './internal/debug-log.js';
 import { EventEmitter } from 'node:events';
 import {
-  CONSTANTS, OutCell, StructBuffer, addressOf, withUcxLogsQuiet, captureStream, layouts, registerCallback, ucpVersion, ucx, statusOfPtr,
+  CONSTANTS, OutCell, StructBuffer, UCS_ERR_CANCELED, UCS_ERR_CONNECTION_RESET, UCS_ERR_INVALID_PARAM, UCS_ERR_UNREACHABLE,
+  addressOf, captureStream, layouts, registerCallback, statusOfPtr, ucpVersion, ucx, withUcxLogsQuiet,
 } from './ffi/index.js';
 import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestOwner, type TagRecvInfo } from './request.js';
@@ -98,8 +101,6 @@ export interface EndpointOptions {
 const K = CONSTANTS;
 const REQ = layouts.ucp_request_param_t.offsets;
 const FULL_MASK = (1n << 64n) - 1n;
-const UCS_ERR_INVALID_PARAM = -5;
-const UCS_ERR_UNREACHABLE = -6;
 
 const ATOMIC_OPS: Record<AtomicOp, number> = {
   add: Number(K.UCP_ATOMIC_OP_ADD),
@@ -260,6 +261,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     }
     this.#handle = out.ptr();
     worker._endpointOpened(this, this.#handle as bigint);
+    debug('endpoint #%d to %s created (error handling %s)', this.#id, peer, errorMode ?? 'as the client chose');
   }
 
   /** The worker this endpoint belongs to. */
@@ -286,10 +288,33 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     return total;
   }
 
-  /** The error the peer failed with, if it did. */
-  get failure(): UcxError | undefined {
-    return this.#failure;
+  /**
+   * What the endpoint was made for, as its errors name it: `host:port` for `worker.connect()`,
+   * `connection to listener :port` for an accepted one, `worker address` for `connectToAddress()`.
+   */
+  get peer(): string {
+    return this.#peer;
   }
+
+  /** The error the peer failed with, if it did (undefined after a clean close: see `closedByPeer`). */
+  get failure(): UcxError | undefined {
+    return this.#closedByPeer ? undefined : this.#failure;
+  }
+
+  /**
+   * True when the peer closed the connection while nothing of this endpoint was in flight: the endpoint
+   * then emits 'close' without 'error'. UCX 1.13 reports a peer's close and a peer process that ended
+   * alike (the connection manager's socket closed); with operations in flight it is a failure either way.
+   *
+   * ```ts
+   * ep.once('close', () => console.log(ep.closedByPeer ? 'the peer hung up' : 'closed'));
+   * ```
+   */
+  get closedByPeer(): boolean {
+    return this.#closedByPeer;
+  }
+
+  #closedByPeer = false;
 
   /** The `ucp_ep_h` handle, for code that calls libucp itself. */
   getHandle(): bigint {
@@ -670,7 +695,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
       try {
         received = await this.streamRecv(chunk, { signal: options.signal }).promise;
       } catch (err) {
-        if (err instanceof ClosedError || (err as UcxError).status === -16 || this.closed) return;
+        if (err instanceof ClosedError || (err as UcxError).status === UCS_ERR_CANCELED || this.closed) return;
         throw err;
       }
       yield chunk.subarray(0, received);
@@ -1005,11 +1030,16 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
       `endpoint to ${this.#peer}: no answer from the peer for ${Math.round(now - this.#stallSince)} ms ` +
       `(failureTimeout ${this.#failureTimeout} ms)`,
     );
+    debug('endpoint #%d to %s failed: %s', this.#id, this.#peer, this.#failure.message);
     this.#failed();
   }
 
   /** After a failure: everything of this endpoint still in flight rejects with it, then 'error' and close. */
   #failed(): void {
+    if (this.#closedByPeer) {
+      void this.close();
+      return;
+    }
     const failure = this.#failure as UcxError;
     for (const request of inflight.values()) {
       if (request._owner === this) request._failDetached(failure);
@@ -1066,6 +1096,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     this.#state = 'closed';
     endpoints.delete(this.#id);
     this.#worker._endpointClosed(this, handle);
+    debug('endpoint #%d to %s closed%s', this.#id, this.#peer, failed ? ' after its failure' : '');
     this.emit('close');
   }
 
@@ -1123,7 +1154,19 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     // UNREACHABLE here is a wireup that could not complete: in UCX 1.13, contexts of different features.
     const hint = status === UCS_ERR_UNREACHABLE ? featureMismatchHint(this.#worker.context.features) : '';
     this.#failure = errorFromStatus(status, `endpoint to ${this.#peer} failed${hint}`);
+    // The connection closed while nothing here waited on the peer: a close, as a socket's end is.
+    this.#closedByPeer = status === UCS_ERR_CONNECTION_RESET && this.#armed <= 0 && this.#sending <= 0 &&
+      !this.#waitingToReceive();
+    debug('endpoint #%d to %s %s: %s', this.#id, this.#peer, this.#closedByPeer ? 'closed by the peer' : 'failed', this.#failure.message);
     this.#worker._defer(() => this.#failed());
+  }
+
+  /** Whether a receive of the application waits on this endpoint (a read-ahead of ours does not count). */
+  #waitingToReceive(): boolean {
+    for (const request of this.#receives) {
+      if (!this.#streamQueue.some((entry) => entry.ahead === true && entry.request === request)) return true;
+    }
+    return false;
   }
 
   /** @internal */

@@ -5,7 +5,14 @@
  * an `ArgumentOutOfRangeError` (a RangeError, 'UCXX_ERR_OUT_OF_RANGE') or one of the other `UCXX_ERR_*`
  * errors below; every class has a stable `code`.
  */
-import { statusName } from './ffi/index.js';
+import {
+  UCS_ERR_ALREADY_EXISTS, UCS_ERR_BUFFER_TOO_SMALL, UCS_ERR_BUSY, UCS_ERR_CANCELED, UCS_ERR_CONNECTION_RESET,
+  UCS_ERR_ENDPOINT_TIMEOUT, UCS_ERR_EXCEEDS_LIMIT, UCS_ERR_INVALID_ADDR, UCS_ERR_INVALID_PARAM,
+  UCS_ERR_IO_ERROR, UCS_ERR_MESSAGE_TRUNCATED, UCS_ERR_NOT_CONNECTED, UCS_ERR_NOT_IMPLEMENTED,
+  UCS_ERR_NO_DEVICE, UCS_ERR_NO_ELEM, UCS_ERR_NO_MEMORY, UCS_ERR_NO_MESSAGE, UCS_ERR_NO_PROGRESS,
+  UCS_ERR_NO_RESOURCE, UCS_ERR_OUT_OF_RANGE, UCS_ERR_REJECTED, UCS_ERR_SHMEM_SEGMENT,
+  UCS_ERR_SOME_CONNECTS_FAILED, UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_ERR_UNSUPPORTED, statusName,
+} from './ffi/index.js';
 import { InvalidArgumentError } from './internal/misuse-errors.js';
 import { show } from './internal/bytes.js';
 
@@ -37,6 +44,9 @@ export class UcxError extends Error {
 }
 
 // One class per UCS status, as ucxx has. The constructors take (message?) and fix the status.
+/** The subclass for each status that has one: filled by statusClass, the one list of them. */
+const BY_STATUS = new Map<number, new (message?: string, options?: ErrorOptions) => UcxError>();
+
 function statusClass(status: number, className: string) {
   const cls = class extends UcxError {
     constructor(message?: string, options?: ErrorOptions) {
@@ -45,35 +55,36 @@ function statusClass(status: number, className: string) {
     }
   };
   Object.defineProperty(cls, 'name', { value: className });
+  BY_STATUS.set(status, cls);
   return cls;
 }
 
-export const NoMessageError = statusClass(-1, 'NoMessageError');
-export const NoResourceError = statusClass(-2, 'NoResourceError');
-export const IoError = statusClass(-3, 'IoError');
-export const NoMemoryError = statusClass(-4, 'NoMemoryError');
-export const InvalidParamError = statusClass(-5, 'InvalidParamError');
-export const UnreachableError = statusClass(-6, 'UnreachableError');
-export const InvalidAddressError = statusClass(-7, 'InvalidAddressError');
-export const NotImplementedError = statusClass(-8, 'NotImplementedError');
-export const MessageTruncatedError = statusClass(-9, 'MessageTruncatedError');
-export const NoProgressError = statusClass(-10, 'NoProgressError');
-export const BufferTooSmallError = statusClass(-11, 'BufferTooSmallError');
-export const NoElementError = statusClass(-12, 'NoElementError');
-export const SomeConnectsFailedError = statusClass(-13, 'SomeConnectsFailedError');
-export const NoDeviceError = statusClass(-14, 'NoDeviceError');
-export const BusyError = statusClass(-15, 'BusyError');
-export const CanceledError = statusClass(-16, 'CanceledError');
-export const ShmemSegmentError = statusClass(-17, 'ShmemSegmentError');
-export const AlreadyExistsError = statusClass(-18, 'AlreadyExistsError');
-export const OutOfRangeError = statusClass(-19, 'OutOfRangeError');
-export const TimedOutError = statusClass(-20, 'TimedOutError');
-export const ExceedsLimitError = statusClass(-21, 'ExceedsLimitError');
-export const UnsupportedError = statusClass(-22, 'UnsupportedError');
-export const RejectedError = statusClass(-23, 'RejectedError');
-export const NotConnectedError = statusClass(-24, 'NotConnectedError');
-export const ConnectionResetError = statusClass(-25, 'ConnectionResetError');
-export const EndpointTimeoutError = statusClass(-80, 'EndpointTimeoutError');
+export const NoMessageError = statusClass(UCS_ERR_NO_MESSAGE, 'NoMessageError');
+export const NoResourceError = statusClass(UCS_ERR_NO_RESOURCE, 'NoResourceError');
+export const IoError = statusClass(UCS_ERR_IO_ERROR, 'IoError');
+export const NoMemoryError = statusClass(UCS_ERR_NO_MEMORY, 'NoMemoryError');
+export const InvalidParamError = statusClass(UCS_ERR_INVALID_PARAM, 'InvalidParamError');
+export const UnreachableError = statusClass(UCS_ERR_UNREACHABLE, 'UnreachableError');
+export const InvalidAddressError = statusClass(UCS_ERR_INVALID_ADDR, 'InvalidAddressError');
+export const NotImplementedError = statusClass(UCS_ERR_NOT_IMPLEMENTED, 'NotImplementedError');
+export const MessageTruncatedError = statusClass(UCS_ERR_MESSAGE_TRUNCATED, 'MessageTruncatedError');
+export const NoProgressError = statusClass(UCS_ERR_NO_PROGRESS, 'NoProgressError');
+export const BufferTooSmallError = statusClass(UCS_ERR_BUFFER_TOO_SMALL, 'BufferTooSmallError');
+export const NoElementError = statusClass(UCS_ERR_NO_ELEM, 'NoElementError');
+export const SomeConnectsFailedError = statusClass(UCS_ERR_SOME_CONNECTS_FAILED, 'SomeConnectsFailedError');
+export const NoDeviceError = statusClass(UCS_ERR_NO_DEVICE, 'NoDeviceError');
+export const BusyError = statusClass(UCS_ERR_BUSY, 'BusyError');
+export const CanceledError = statusClass(UCS_ERR_CANCELED, 'CanceledError');
+export const ShmemSegmentError = statusClass(UCS_ERR_SHMEM_SEGMENT, 'ShmemSegmentError');
+export const AlreadyExistsError = statusClass(UCS_ERR_ALREADY_EXISTS, 'AlreadyExistsError');
+export const OutOfRangeError = statusClass(UCS_ERR_OUT_OF_RANGE, 'OutOfRangeError');
+export const TimedOutError = statusClass(UCS_ERR_TIMED_OUT, 'TimedOutError');
+export const ExceedsLimitError = statusClass(UCS_ERR_EXCEEDS_LIMIT, 'ExceedsLimitError');
+export const UnsupportedError = statusClass(UCS_ERR_UNSUPPORTED, 'UnsupportedError');
+export const RejectedError = statusClass(UCS_ERR_REJECTED, 'RejectedError');
+export const NotConnectedError = statusClass(UCS_ERR_NOT_CONNECTED, 'NotConnectedError');
+export const ConnectionResetError = statusClass(UCS_ERR_CONNECTION_RESET, 'ConnectionResetError');
+export const EndpointTimeoutError = statusClass(UCS_ERR_ENDPOINT_TIMEOUT, 'EndpointTimeoutError');
 
 export type NoMessageError = InstanceType<typeof NoMessageError>;
 export type CanceledError = InstanceType<typeof CanceledError>;
@@ -85,15 +96,7 @@ export type InvalidParamError = InstanceType<typeof InvalidParamError>;
 export type RejectedError = InstanceType<typeof RejectedError>;
 export type TimedOutError = InstanceType<typeof TimedOutError>;
 
-const BY_STATUS = new Map<number, new (message?: string, options?: ErrorOptions) => UcxError>([
-  [-1, NoMessageError], [-2, NoResourceError], [-3, IoError], [-4, NoMemoryError], [-5, InvalidParamError],
-  [-6, UnreachableError], [-7, InvalidAddressError], [-8, NotImplementedError], [-9, MessageTruncatedError],
-  [-10, NoProgressError], [-11, BufferTooSmallError], [-12, NoElementError], [-13, SomeConnectsFailedError],
-  [-14, NoDeviceError], [-15, BusyError], [-16, CanceledError], [-17, ShmemSegmentError],
-  [-18, AlreadyExistsError], [-19, OutOfRangeError], [-20, TimedOutError], [-21, ExceedsLimitError],
-  [-22, UnsupportedError], [-23, RejectedError], [-24, NotConnectedError], [-25, ConnectionResetError],
-  [-80, EndpointTimeoutError],
-]);
+
 
 /** The error for a UCS status: the subclass for that status, or a plain UcxError. */
 export function errorFromStatus(status: number, message?: string): UcxError {

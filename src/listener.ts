@@ -10,6 +10,7 @@
  * }
  * ```
  */
+import { debug } from './internal/debug-log.js';
 import { CONSTANTS, OutCell, StructBuffer, addressOf, layouts, registerCallback, ucx } from './ffi/index.js';
 import { ClosedError, check } from './errors.js';
 import { SlotTable } from './internal/slot-table.js';
@@ -129,6 +130,7 @@ export class Listener implements AsyncIterable<Endpoint> {
     const bound = decodeSockaddr(attr.buffer, layouts.ucp_listener_attr_t.offsets.sockaddr);
     this.#host = host;
     this.#port = bound.port;
+    debug('listener on %s:%d open', host, bound.port);
   }
 
   /** The port the listener is bound to (the chosen one when 0 was asked for). */
@@ -200,9 +202,11 @@ export class Listener implements AsyncIterable<Endpoint> {
 
   #deliver(endpoint: Endpoint): void {
     if (this.#handle === null) {
+      debug('listener on :%d closed before it could hand out %s: closing it', this.#port, endpoint.peer);
       void endpoint.close();
       return;
     }
+    debug('listener on :%d hands out %s%s', this.#port, endpoint.peer, endpoint.closed ? ' (its client already left)' : '');
     this.#onConnection?.(endpoint);
     const waiter = this.#waiting.shift();
     if (waiter !== undefined) waiter({ value: endpoint, done: false });
@@ -242,6 +246,7 @@ export class Listener implements AsyncIterable<Endpoint> {
     this.#pending.clear();
     for (const waiter of this.#waiting.splice(0)) waiter({ value: undefined, done: true });
     this.#worker._updateBusy();
+    debug('listener on :%d closed', this.#port);
     this.#drain(DRAIN_CHECK_FIRST_MS);
   }
 

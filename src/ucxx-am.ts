@@ -14,6 +14,7 @@
  *
  * `worker.setAmHandler(0, ...)` replaces this handler (the plain-UCP form then owns id 0).
  */
+import { UCS_ERR_IO_ERROR, UCS_ERR_NO_MEMORY, UCS_ERR_UNSUPPORTED } from './ffi/index.js';
 import { constants as bufferConstants } from 'node:buffer';
 import { AlreadyExistsError, CanceledError, errorFromStatus, type UcxError } from './errors.js';
 import type { Request } from './request.js';
@@ -29,8 +30,6 @@ import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstruct
 
 /** The UCP AM id ucxx sends and receives its active messages on. */
 export const UCXX_AM_ID = 0;
-const UCS_ERR_NO_MEMORY = -4;
-const UCS_ERR_UNSUPPORTED = -22;
 const HOST = 0;
 
 export interface UcxxAmSendOptions {
@@ -187,7 +186,7 @@ class UcxxAmState {
     return request.promise.then(
       (data) => new UcxxAmMessage(INTERNAL, header, data, endpoint, true, null),
       (err: unknown) => new UcxxAmMessage(INTERNAL, header, EMPTY, endpoint, true,
-        (err as UcxError).status !== undefined ? err as UcxError : errorFromStatus(-3, String(err))),
+        (err as UcxError).status !== undefined ? err as UcxError : errorFromStatus(UCS_ERR_IO_ERROR, String(err))),
     );
   }
 

@@ -9,8 +9,11 @@
  * await worker.close();
  * ```
  */
+import { debug } from './internal/debug-log.js';
 import {
-  CONSTANTS, OutCell, StructBuffer, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucx, type Ptr,
+  CONSTANTS, OutCell, StructBuffer, UCS_ERR_NOT_CONNECTED, UCS_ERR_NO_MEMORY, UCS_ERR_REJECTED,
+  UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucx,
+  type Ptr,
 } from './ffi/index.js';
 import { ClosedError, ConnectionRefusedError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
@@ -85,9 +88,6 @@ function resolveErrorMode(option: ErrorHandlingMode | boolean | undefined, local
   }
 }
 const FULL_MASK = (1n << 64n) - 1n;
-const UCS_ERR_UNREACHABLE = -6;
-const UCS_ERR_REJECTED = -23;
-const UCS_ERR_NOT_CONNECTED = -24;
 /** How long worker.close() lets a closed listener drain (Listener#drain) before destroying it. */
 const LISTENER_DRAIN_LIMIT_MS = 1000;
 
@@ -211,6 +211,7 @@ export class Worker implements RequestHost {
     }
     this.#am = new AmDispatcher(this, this.#handle as bigint);
     if (context.features.includes('am')) installUcxxAm(this); // ucxx's AM id 0, as ucxx does
+    debug('worker created (progress %s)', mode);
   }
 
   /** The context this worker belongs to. */
@@ -284,7 +285,7 @@ export class Worker implements RequestHost {
     while (!request.completed) {
       engine.progressOne();
       if ((++spins & 1023) === 0 && performance.now() > deadline) {
-        throw errorFromStatus(-20, `progressUntil: not completed after ${timeoutMs} ms`);
+        throw errorFromStatus(UCS_ERR_TIMED_OUT, `progressUntil: not completed after ${timeoutMs} ms`);
       }
     }
   }
@@ -303,7 +304,7 @@ export class Worker implements RequestHost {
     check(ucx().ucp_worker_query(handle, attr.buffer), 'ucp_worker_query');
     const address = attr.getPtr('address');
     const length = Number(attr.getU64('address_length'));
-    if (address === null) throw errorFromStatus(-4, 'ucp_worker_query returned no address');
+    if (address === null) throw errorFromStatus(UCS_ERR_NO_MEMORY, 'ucp_worker_query returned no address');
     const bytes = new Uint8Array(copyFromMemory(address, length));
     ucx().ucp_worker_release_address(handle, address);
     return bytes;
@@ -564,19 +565,23 @@ export class Worker implements RequestHost {
       // The server accepted, sent and went away before the flush came back: the connection was made, so
       // the endpoint is handed out with its bytes readable, and it reports the failure as its close.
       if (endpoint.streamBufferedBytes > 0 && status !== UCS_ERR_NOT_CONNECTED && status !== UCS_ERR_REJECTED) {
+        debug('connect to %s:%d: the server sent %d bytes and left; handing the endpoint out', host, port, endpoint.streamBufferedBytes);
         return endpoint;
       }
       await endpoint.close();
       // UCX 1.13's TCP CM reports a refused connection as NOT_CONNECTED on the flush; say what it means.
       if (status === UCS_ERR_NOT_CONNECTED || status === UCS_ERR_REJECTED) {
         const refused = new ConnectionRefusedError(`${host}:${port}`, status, { cause: err });
+        debug('connect to %s:%d refused (%s)', host, port, (err as Error).message);
         // On this host in 'auto' the refusal may be a server that asks for PEER mode: say so.
         refused.message += connectFailureHint(refused, mode, options.errorHandling, this.#context.features);
         throw refused;
       }
       if (err instanceof Error) err.message += connectFailureHint(err, mode, options.errorHandling, this.#context.features);
+      debug('connect to %s:%d failed: %s', host, port, (err as Error).message);
       throw err;
     }
+    debug('connect to %s:%d established (error handling %s)', host, port, mode);
     return endpoint;
   }
 
@@ -680,6 +685,7 @@ export class Worker implements RequestHost {
     this.#handle = null;
     ucx().ucp_worker_destroy(handle);
     for (const request of abandoned) this.#releaseId(request);
+    debug('worker destroyed (%s; %d operations abandoned)', reason, abandoned.length);
   }
 
   // ---- internals shared with Endpoint and Listener -------------------------------------------------

@@ -4,6 +4,8 @@ import { strict as assert } from 'node:assert';
 import { Worker as Thread } from 'node:worker_threads';
 import { Context, createRemoteKeyFromSerialized, getDiagnostics } from 'ucxx-ts';
 import { within } from './helpers/deadline.js';
+import { spawnSync } from 'node:child_process';
+import { peerEnvironment } from './helpers/env.js';
 
 test('counts follow creation and close, and return to zero', async () => {
   const before = getDiagnostics();
@@ -51,4 +53,49 @@ test('in a worker thread: one relay thread per worker while it lives', async () 
   assert.equal(live['relayThreads'], 1, "an 'event' worker has a relay, a 'manual' one none");
   assert.deepEqual(Object.values(after).filter((n) => n !== 0), [], JSON.stringify(after));
   await within(new Promise((resolve) => thread.once('exit', resolve)), 10_000, 'the thread exits');
+});
+
+test('NODE_DEBUG=ucxx logs the lifecycle of contexts, workers, listeners and endpoints, and a refused connect', async () => {
+  // A child, since util.debuglog reads NODE_DEBUG once per process.
+  const code = `
+    import(${JSON.stringify(import.meta.resolve('ucxx-ts'))}).then(async ({ Context }) => {
+      const context = new Context();
+      const worker = context.createWorker();
+      const listener = worker.listen({ host: '127.0.0.1', port: 0 });
+      const endpoint = await worker.connect('127.0.0.1', listener.port);
+      await endpoint.close();
+      const port = listener.port;
+      listener.close();
+      await worker.connect('127.0.0.1', port).then(() => { throw new Error('connected to a closed listener'); }, () => undefined);
+      await context.close();
+      console.log('DONE');
+    });
+  `;
+  const run = (env: NodeJS.ProcessEnv) => spawnSync(process.execPath, ['--input-type=module', '-e', code], {
+    env: peerEnvironment(env), encoding: 'utf8', timeout: 30_000,
+  });
+  const logged = run({ NODE_DEBUG: 'ucxx' });
+  assert.equal(logged.status, 0, logged.stderr);
+  assert.match(logged.stdout, /^DONE$/m);
+  const lines = logged.stderr.split('\n').filter((line) => /^UCXX \d+: /.test(line)).map((line) => line.replace(/^UCXX \d+: /, ''));
+  const expect = [
+    /^context created \(features .*tag.*\)/,
+    /^worker created \(progress event\)/,
+    /^listener on 127\.0\.0\.1:\d+ open$/,
+    /^endpoint #\d+ to 127\.0\.0\.1:\d+ created \(error handling (none|peer)\)$/,
+    /^connect to 127\.0\.0\.1:\d+ established/,
+    /^endpoint #\d+ to 127\.0\.0\.1:\d+ closed$/,
+    /^listener on :\d+ closed$/,
+    /^connect to 127\.0\.0\.1:\d+ refused/,
+    /^worker destroyed \(the worker was closed; 0 operations abandoned\)$/,
+    /^context closed$/,
+  ];
+  for (const re of expect) assert.ok(lines.some((line) => re.test(line)), `no line matches ${re}:\n${lines.join('\n')}`);
+  // In order: creation before use, destruction last.
+  const at = (re: RegExp) => lines.findIndex((line) => re.test(line));
+  assert.ok(at(/^context created/) < at(/^worker created/) && at(/^worker destroyed/) < at(/^context closed$/), lines.join('\n'));
+  // Without NODE_DEBUG, nothing.
+  const quiet = run({});
+  assert.equal(quiet.status, 0, quiet.stderr);
+  assert.doesNotMatch(quiet.stderr, /^UCXX \d+:/m);
 });

@@ -3,7 +3,7 @@
  */
 import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
-import { Context, ClosedError, UcxError, CanceledError, createRemoteKeyFromSerialized } from 'ucxx-ts';
+import { Context, ClosedError, UcxError, CanceledError, createRemoteKeyFromSerialized, type Endpoint } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
 
 const MiB = 1 << 20;
@@ -145,3 +145,35 @@ for (const errorHandling of ['none', 'peer'] as const) {
     });
   }
 }
+
+test("a peer that closes while nothing waits on it: 'close' alone, closedByPeer; with a receive waiting: 'error' then 'close'", async () => {
+  await using context = new Context();
+  const worker = context.createWorker();
+  const accepted: Endpoint[] = [];
+  const listener = worker.listen({ host: '127.0.0.1', port: 0 }, (endpoint) => accepted.push(endpoint));
+  for (const waiting of [false, true]) {
+    const count = accepted.length;
+    const client = await worker.connect('127.0.0.1', listener.port);
+    await within(5000, (async () => { while (accepted.length === count) await new Promise((r) => setTimeout(r, 5)); })(), 'the accepted endpoint');
+    const server = accepted[count] as Endpoint;
+    await server.flush();
+    const events: string[] = [];
+    server.on('error', (err: Error) => events.push(`error ${err.name}`));
+    const closed = new Promise<void>((resolve) => server.once('close', () => { events.push('close'); resolve(); }));
+    const receive = waiting ? server.tagRecv(new Uint8Array(8), 77n).then(() => 'received', (err: Error) => err.name) : null;
+    await client.close();
+    await within(5000, closed, `the accepted endpoint's close (waiting: ${waiting})`);
+    if (waiting) {
+      assert.deepEqual(events, ['error ConnectionResetError', 'close']);
+      assert.equal(server.closedByPeer, false);
+      assert.ok(server.failure instanceof UcxError);
+      assert.equal(await receive, 'CanceledError', 'the waiting receive is cancelled by the close that follows');
+    } else {
+      assert.deepEqual(events, ['close'], "a clean close emits no 'error'");
+      assert.equal(server.closedByPeer, true);
+      assert.equal(server.failure, undefined);
+    }
+    assert.throws(() => server.tagSend(new Uint8Array(1), 1n), ClosedError);
+  }
+  listener.close();
+});

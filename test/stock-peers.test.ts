@@ -214,8 +214,10 @@ test('every accepted connection is handed out: stock clients that send one tag m
   const worker = context.createWorker();
   const accepted: Endpoint[] = [];
   const closed: Promise<void>[] = [];
+  const errors: string[] = [];
   const listener = worker.listen({ host: '127.0.0.1', port: 0 }, (endpoint) => {
     accepted.push(endpoint);
+    endpoint.on('error', (err: Error) => errors.push(`${endpoint.peer}: ${err.message}`));
     closed.push(new Promise((resolve) => endpoint.once('close', () => resolve())));
   });
   for (let i = 0; i < CLIENTS; i++) {
@@ -243,4 +245,7 @@ test('every accepted connection is handed out: stock clients that send one tag m
     Promise.all(closed),
     new Promise((_, reject) => setTimeout(() => reject(new Error('not every accepted endpoint reported its close')), STEP_MS)),
   ]);
+  // The stock client closes its endpoint: a close, not a failure, on this side.
+  assert.deepEqual(errors, [], "a client's close is no 'error'");
+  assert.ok(accepted.every((endpoint) => endpoint.closedByPeer), 'every accepted endpoint says its peer closed it');
 });

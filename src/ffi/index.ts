@@ -13,7 +13,7 @@ export type { Ptr, PtrArg, UcxFunctions, CallbackKind } from './functions.js';
 export * as layouts from './layouts.js';
 export type { Layout } from './layouts.js';
 export { CONSTANTS, UCP_API_MAJOR, UCP_API_MINOR, c, type ConstantName } from './constants.js';
-export { STATUS_NAMES, UCS_INPROGRESS, UCS_OK, statusName, statusOfPtr } from './status.js';
+export * from './status.js';
 export { StructBuffer, OutCell } from './struct-buffer.js';
 
 let functions: UcxFunctions | undefined;

@@ -21,14 +21,13 @@
  * The fd watch is ref'd only while the worker is "busy" (operations in flight or a listener open), so an
  * idle worker never keeps the process alive.
  */
-import { UCS_OK, pollReadable, ucx, type FdWatch, OutCell } from '../ffi/index.js';
+import { OutCell, UCS_ERR_BUSY, UCS_OK, pollReadable, ucx, type FdWatch } from '../ffi/index.js';
 import { errorFromStatus } from '../errors.js';
 import { progressOnce } from './completions.js';
 import { InvalidArgumentError } from './misuse-errors.js';
 
 export type ProgressMode = 'event' | 'polling' | 'manual';
 
-const UCS_ERR_BUSY = -15;
 /** Progress calls per drain before yielding to the event loop, so a flood cannot starve it. */
 const MAX_PROGRESS_PER_DRAIN = 1024;
 /** A safety net in 'event' mode while operations are in flight: re-drain if no wake-up came for this long. */
