@@ -186,7 +186,7 @@ export class Context {
       this.#handle = contextOut.ptr();
       this.#config = config;
       trackForExit(this);
-      debug('context created (features %s, failureTimeout %d ms)', features.join(', '), failureTimeout);
+      debug('context created (features %s; failureTimeout %d ms)', features.join(', '), failureTimeout);
       // ucp_config_modify keeps names it does not know for the transports, which silently ignore the
       // unknown ones: check every name against all the tables UCX registered (loaded with the context).
       const known = knownOptions();
