@@ -28,13 +28,12 @@ import { ClosedError } from './errors.js';
 import { Request, ResultKind } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
 import { asBytes, type BufferSource, show } from './internal/bytes.js';
-import { post } from './internal/completions.js';
+import { kRequests } from './internal/symbols.js';
 import type { Endpoint } from './endpoint.js';
 import type { Worker } from './worker.js';
 import { InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 
 const K = CONSTANTS;
-const USER_DATA = layouts.ucp_request_param_t.offsets.user_data;
 const RECV_PARAM = layouts.ucp_am_recv_param_t;
 /** The receive attributes ucxx-ts reads are all in the low 32 bits of `recv_attr`. */
 const ATTR_REPLY_EP = Number(K.UCP_AM_RECV_ATTR_FIELD_REPLY_EP);
@@ -169,14 +168,12 @@ export class AmMessage {
     forgottenMessages.unregister(this);
     if (this._decision === null) this._decision = UCS_INPROGRESS;
     const destination = target ?? new Uint8Array(this.length);
-    const worker = this.#worker;
-    const request = worker._newRequest<Uint8Array>(ResultKind.Bytes, 'AM receive', destination);
+    const requests = this.#worker[kRequests];
+    const block = requests.params.amRecvData;
+    const request = requests.open<Uint8Array>(block, ResultKind.Bytes, 'AM receive', destination);
     request._reply = destination;
-    const param = worker._params.amRecvData;
-    param.buffer.writeUInt32LE(request._id, USER_DATA);
-    const ptr = post(ucx().ucp_am_recv_data_nbx, this.#workerHandle, descriptor, destination, this.length, param.address);
     // Completed at once means the whole payload is in `destination`.
-    return worker._track(request, ptr, this.length);
+    return requests.track(request, block, ucx().ucp_am_recv_data_nbx(this.#workerHandle, descriptor, destination, this.length, block.address), this.length);
   }
 
   /**
@@ -303,7 +300,7 @@ export class AmDispatcher {
   }
 
   #register(id: number, on: boolean): void {
-    const param = this.#worker._params.amHandler;
+    const param = this.#worker[kRequests].params.amHandler;
     param.clear()
       .setU64('field_mask', K.UCP_AM_HANDLER_PARAM_FIELD_ID | K.UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
         K.UCP_AM_HANDLER_PARAM_FIELD_CB | K.UCP_AM_HANDLER_PARAM_FIELD_ARG)

@@ -11,7 +11,7 @@ import { liveContextCount } from './context.js';
 import { liveEndpointCount } from './endpoint.js';
 import { liveListenerCount } from './listener.js';
 import { liveWorkerCount } from './active-message.js';
-import { inflight } from './internal/completions.js';
+import { inflight } from './engine/completions.js';
 import { liveCounts } from './internal/live-counts.js';
 import { liveRelayThreads } from './ffi/index.js';
 

@@ -26,7 +26,9 @@ import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestOwner, typ
 import { SlotTable } from './internal/slot-table.js';
 import { asBytes, byteLengthOf, optionsObject, toTag, toU64, type BufferSource, show } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
-import { inflight, post } from './internal/completions.js';
+import { inflight } from './engine/completions.js';
+import type { ParamBlock } from './engine/param-blocks.js';
+import { kRequests } from './internal/symbols.js';
 import { featureMismatchHint } from './internal/hints.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
 import { AM_ID_MAX } from './active-message.js';
@@ -417,12 +419,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     }
     const signal = options?.signal;
     if (signal?.aborted === true) return this.#worker._aborted(what);
-    const worker = this.#worker;
-    const id = worker._reserveId();
-    const param = worker._params.send;
-    param.buffer.writeUInt32LE(id, REQ.user_data);
+    const requests = this.#worker[kRequests];
+    const block = requests.params.send;
     const fn = put ? ucx().ucp_put_nbx : ucx().ucp_get_nbx;
-    const request = worker._trackVoid(id, fn(ep, memory, length, address, rkey, param.address), what, memory);
+    const request = requests.void(requests.slot(block), fn(ep, memory, length, address, rkey, block.address), what, memory);
     return request.completed ? request : this.#inFlight(request, true, signal);
   }
 
@@ -454,26 +454,26 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     const ep = this._live(what);
     const t = toTag(tag, 'tag');
     const worker = this.#worker;
+    const requests = worker[kRequests];
     let data: unknown = buffer;
     let count: number;
-    let param: { readonly buffer: Buffer; readonly address: bigint };
+    let block: ParamBlock;
     if (Array.isArray(buffer)) {
       const iov = buildIov(buffer, sync ? 'tagSendSync buffers' : 'tagSend buffers');
       data = iov.array;
       count = iov.count;
-      param = worker._params.sendIov;
+      block = requests.params.sendIov;
       buffer = iov.parts;
     } else {
       // Constant strings: a template literal here would build a string per send.
       count = byteLengthOf(buffer, sync ? 'tagSendSync buffer' : 'tagSend buffer');
-      param = worker._params.send;
+      block = requests.params.send;
     }
     const signal = options?.signal;
     if (signal?.aborted === true) return worker._aborted(what);
-    const id = worker._reserveId();
-    param.buffer.writeUInt32LE(id, REQ.user_data);
     const fn = sync ? ucx().ucp_tag_send_sync_nbx : ucx().ucp_tag_send_nbx;
-    const request = worker._trackVoid(id, fn(ep, data as Buffer, count, t, param.address), what, data === buffer ? buffer : [buffer, data]);
+    const keep = data === buffer ? buffer : [buffer, data];
+    const request = requests.void(requests.slot(block), fn(ep, data as Buffer, count, t, block.address), what, keep);
     return request.completed ? request : this.#inFlight(request, false, signal);
   }
 
@@ -504,10 +504,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     const worker = this.#worker;
     const signal = options?.signal;
     if (signal?.aborted === true) return worker._aborted('streamSend');
-    const id = worker._reserveId();
-    const param = worker._params.send;
-    param.buffer.writeUInt32LE(id, REQ.user_data);
-    const request = worker._trackVoid(id, ucx().ucp_stream_send_nbx(ep, buffer, count, param.address), 'streamSend', buffer);
+    const requests = worker[kRequests];
+    const block = requests.params.send;
+    const request = requests.void(requests.slot(block), ucx().ucp_stream_send_nbx(ep, buffer, count, block.address), 'streamSend', buffer);
     return request.completed ? request : this.#inFlight(request, false, signal);
   }
 
@@ -569,7 +568,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     if (!this.#readingAhead) return;
     this.#readingAhead = false;
     // The application's receive waits behind the read-ahead's UCX receive, which UCX cannot cancel.
-    if (this.#streamActive !== null) this.#worker._foreground(this.#streamActive);
+    if (this.#streamActive !== null) this.#worker[kRequests].foreground(this.#streamActive);
     for (const entry of this.#streamQueue) if (entry.ahead === true) entry.request.cancel();
   }
 
@@ -594,16 +593,15 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
       if (this.#state !== 'open' || this.#handle === null) return;
       const worker = this.#worker;
       const target = head.bytes.subarray(head.served);
-      const ucxRequest = worker._newRequest<number>(ResultKind.Length, 'streamRecv', target);
+      const requests = worker[kRequests];
+      const { streamRecv: block, streamLength } = requests.params;
+      block.setFlags(head.waitAll ? Number(K.UCP_STREAM_RECV_FLAG_WAITALL) : 0);
+      const ucxRequest = requests.open<number>(block, ResultKind.Length, 'streamRecv', target);
       // Nobody waits on a read-ahead until the first streamRecv (#stopReadingAhead brings it forward).
       ucxRequest._background = head.ahead === true;
-      const params = worker._params;
-      const param = params.streamRecv;
-      param.buffer.writeUInt32LE(ucxRequest._id, REQ.user_data);
-      param.buffer.writeUInt32LE(head.waitAll ? Number(K.UCP_STREAM_RECV_FLAG_WAITALL) : 0, REQ.flags);
-      const ptr = post(ucx().ucp_stream_recv_nbx, this.#handle, target, target.byteLength, params.streamLength.address, param.address);
-      const immediate = ptr === null ? Number(params.streamLength.u64()) : 0;
-      worker._track(ucxRequest, ptr, immediate);
+      const ptr = ucx().ucp_stream_recv_nbx(this.#handle, target, target.byteLength, streamLength.address, block.address);
+      const immediate = ptr === null ? Number(streamLength.u64()) : 0;
+      requests.track(ucxRequest, block, ptr, immediate);
       if (ucxRequest.completed) {
         this.#streamDone(head, target, ucxRequest.status, immediate, ucxRequest, ucxRequest.error);
         return;
@@ -755,12 +753,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     const worker = this.#worker;
     const signal = options.signal;
     if (signal?.aborted === true) return worker._aborted('amSend');
-    const slot = worker._reserveId();
-    const param = worker._params.amSend;
-    param.buffer.writeUInt32LE(slot, REQ.user_data);
-    param.buffer.writeUInt32LE(flags, REQ.flags);
-    const ptr = ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, param.address);
-    const request = worker._trackVoid(slot, ptr, 'amSend', header === null ? data : [header, data]);
+    const requests = worker[kRequests];
+    const block = requests.params.amSend;
+    block.setFlags(flags);
+    const keep = header === null ? data : [header, data];
+    const request = requests.void(requests.slot(block), ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, block.address), 'amSend', keep);
     return request.completed ? request : this.#inFlight(request, false, signal);
   }
 
@@ -837,8 +834,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     if (fetch && (op === 'and' || op === 'or' || op === 'xor') && isFetchBitwiseBroken()) {
       return this.#fetchBitwiseByCompareAndSwap(op, remoteKey, offset, operand, width, signal);
     }
-    const worker = this.#worker;
-    const params = worker._params;
+    const requests = this.#worker[kRequests];
+    const params = requests.params;
     if (width === 64) params.atomicOperand.buffer.writeBigUInt64LE(operand, 0);
     else params.atomicOperand.buffer.writeUInt32LE(Number(operand), 0);
     let reply: Uint8Array | null = null;
@@ -860,22 +857,21 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
         }
       }
     }
-    const block = params.atomic.buffer;
-    block.writeUInt32LE(width, REQ.datatype); // ucp_dt_make_contig(n) = n << 3: 32 for 4 bytes, 64 for 8
-    block.writeUInt32LE(fetch ? ATOMIC_FETCH_MASK : ATOMIC_POST_MASK, REQ.op_attr_mask);
+    const block = params.atomic;
+    block.buffer.writeUInt32LE(width, REQ.datatype); // ucp_dt_make_contig(n) = n << 3: 32 for 4 bytes, 64 for 8
+    block.buffer.writeUInt32LE(fetch ? ATOMIC_FETCH_MASK : ATOMIC_POST_MASK, REQ.op_attr_mask);
+    const operandAddress = params.atomicOperand.address;
     if (reply === null) {
-      const id = worker._reserveId();
-      block.writeUInt32LE(id, REQ.user_data);
-      const ptr = ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand.address, 1, address, rkey, params.atomic.address);
-      const request = worker._trackVoid(id, ptr, ATOMIC_LABEL[op], null) as Request<unknown> as Request<number | bigint | undefined>;
+      const request = requests.void(
+        requests.slot(block), ucx().ucp_atomic_op_nbx(ep, opcode, operandAddress, 1, address, rkey, block.address), ATOMIC_LABEL[op], null,
+      ) as Request<unknown> as Request<number | bigint | undefined>;
       return request.completed ? request : this.#inFlight(request, true, signal);
     }
     const kind = width === 64 ? ResultKind.Reply64 : ResultKind.Reply32;
-    const request = worker._newRequest<number | bigint | undefined>(kind, ATOMIC_LABEL[op], reply);
+    block.buffer.writeBigUInt64LE(addressOf(reply), REQ.reply_buffer);
+    const request = requests.open<number | bigint | undefined>(block, kind, ATOMIC_LABEL[op], reply);
     request._reply = reply;
-    block.writeUInt32LE(request._id, REQ.user_data);
-    block.writeBigUInt64LE(addressOf(reply), REQ.reply_buffer);
-    worker._track(request, ucx().ucp_atomic_op_nbx(ep, opcode, params.atomicOperand.address, 1, address, rkey, params.atomic.address));
+    requests.track(request, block, ucx().ucp_atomic_op_nbx(ep, opcode, operandAddress, 1, address, rkey, block.address));
     return request.completed ? request : this.#inFlight(request, true, signal);
   }
 
@@ -937,10 +933,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
     const worker = this.#worker;
     const signal = options?.signal;
     if (signal?.aborted === true) return worker._aborted('endpoint flush');
-    const id = worker._reserveId();
-    const param = worker._params.send;
-    param.buffer.writeUInt32LE(id, REQ.user_data);
-    const request = worker._trackVoid(id, ucx().ucp_ep_flush_nbx(ep, param.address), 'endpoint flush', null);
+    const requests = worker[kRequests];
+    const block = requests.params.send;
+    const request = requests.void(requests.slot(block), ucx().ucp_ep_flush_nbx(ep, block.address), 'endpoint flush', null);
     return request.completed ? request : this.#inFlight(request, true, signal);
   }
 
@@ -1114,24 +1109,23 @@ export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwn
    * graceful close.
    */
   #postClose(handle: bigint, force: boolean): { request: AnyRequest; forced: boolean } {
-    const worker = this.#worker;
-    const param = worker._params.close.buffer;
+    const requests = this.#worker[kRequests];
+    const block = requests.params.close;
     let forced = force && this.#peerMode !== false;
     for (;;) {
-      const request = worker._newRequest<void>(ResultKind.Void, 'endpoint close', null);
-      param.writeUInt32LE(request._id, REQ.user_data);
-      param.writeUInt32LE(forced ? Number(K.UCP_EP_CLOSE_FLAG_FORCE) : 0, REQ.flags);
+      block.setFlags(forced ? Number(K.UCP_EP_CLOSE_FLAG_FORCE) : 0);
+      const request = requests.open<void>(block, ResultKind.Void, 'endpoint close', null);
       // A graceful close flushes; on an endpoint whose peer is gone, in NONE mode, UCX logs every lane's
       // flush failure as an error (it logs nothing in PEER mode, and nothing is lost either way).
       const ptr = !forced && this.#failure !== undefined
-        ? withUcxLogsQuiet(() => ucx().ucp_ep_close_nbx(handle, param))
-        : ucx().ucp_ep_close_nbx(handle, param);
+        ? withUcxLogsQuiet(() => ucx().ucp_ep_close_nbx(handle, block.address))
+        : ucx().ucp_ep_close_nbx(handle, block.address);
+      requests.track(request, block, ptr);
       if (forced && statusOfPtr(ptr) === UCS_ERR_INVALID_PARAM) {
-        worker._track(request, ptr);
         forced = false;
         continue;
       }
-      return { request: worker._track(request, ptr), forced };
+      return { request, forced };
     }
   }
 

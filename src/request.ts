@@ -36,10 +36,10 @@ export const enum ResultKind {
   Bytes = 5,
 }
 
-/** The worker-side hooks a Request needs (implemented by Worker). @internal */
+/** The worker-side hooks a Request needs (implemented by the worker's RequestEngine). @internal */
 export interface RequestHost {
-  _cancelRequest(handle: bigint): void;
-  _requestSettled(request: AnyRequest): void;
+  cancelRequest(handle: bigint): void;
+  requestSettled(request: AnyRequest): void;
 }
 
 /**
@@ -72,7 +72,7 @@ export class Request<T = void> implements PromiseLike<T> {
   _tracked = false;
   /**
    * @internal In flight without keeping the worker busy (a stream read-ahead nobody waits for yet), so
-   * that it neither keeps the process alive nor makes 'polling' spin; see Worker._foreground.
+   * that it neither keeps the process alive nor makes 'polling' spin; see RequestEngine.foreground.
    */
   _background = false;
   /** @internal Set once ucp_request_free was called on an unfinished request (worker teardown). */
@@ -172,7 +172,7 @@ export class Request<T = void> implements PromiseLike<T> {
       this._cancelFallback();
       return;
     }
-    if (this._handle !== null && this.#host !== null) this.#host._cancelRequest(this._handle);
+    if (this._handle !== null && this.#host !== null) this.#host.cancelRequest(this._handle);
     if (!this.completed && this._detachable) this._failDetached(new CanceledError(`${this._what}: canceled`));
   }
 
@@ -328,7 +328,7 @@ export class Request<T = void> implements PromiseLike<T> {
     this._handle = null;
     const host = this.#host;
     this.#host = null;
-    host?._requestSettled(this);
+    host?.requestSettled(this);
   }
 }
 

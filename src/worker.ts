@@ -17,8 +17,10 @@ import {
 } from './ffi/index.js';
 import { ClosedError, ConnectionRefusedError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
-import { beginPost, completionCallbacks, endPost, inflight, post } from './internal/completions.js';
-import { ProgressEngine, type ProgressMode } from './internal/progress-engine.js';
+import { ProgressEngine, type ProgressMode } from './engine/progress-engine.js';
+import { RequestEngine } from './engine/request-engine.js';
+import type { ParamBlock } from './engine/param-blocks.js';
+import { kRequests } from './internal/symbols.js';
 import { asBytes, byteLengthOf, optionsObject, toTag, type BufferSource, show } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
@@ -38,7 +40,7 @@ import {
 } from './ucxx-python/index.js';
 import { InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 
-export type { ProgressMode } from './internal/progress-engine.js';
+export type { ProgressMode } from './engine/progress-engine.js';
 
 /** Options of every receive. */
 export interface ReceiveOptions {
@@ -105,63 +107,13 @@ function connectFailureHint(
   }
   return '';
 }
-const REQ = layouts.ucp_request_param_t.offsets;
 
-/** The parameter blocks a worker reuses for every operation; only a few fields change per call. */
-class ParamBlocks {
-  /** Sends, RMA, flush (contiguous data, send callback). */
-  readonly send = new StructBuffer(layouts.ucp_request_param_t);
-  /** Sends and receives of a list of buffers (UCP_DATATYPE_IOV). */
-  readonly sendIov = new StructBuffer(layouts.ucp_request_param_t);
-  readonly tagRecv = new StructBuffer(layouts.ucp_request_param_t);
-  readonly tagRecvIov = new StructBuffer(layouts.ucp_request_param_t);
-  readonly streamRecv = new StructBuffer(layouts.ucp_request_param_t);
-  /** Where a stream receive that completes at once reports its length. */
-  readonly streamLength = new OutCell();
-  /** Active-message sends (flags per call). */
-  readonly amSend = new StructBuffer(layouts.ucp_request_param_t);
-  /** Receiving rendezvous active-message data. */
-  readonly amRecvData = new StructBuffer(layouts.ucp_request_param_t);
-  /** Atomics (datatype and reply buffer per call). */
-  readonly atomic = new StructBuffer(layouts.ucp_request_param_t);
-  /** The operand of an atomic (UCX reads it when the operation is posted). */
-  readonly atomicOperand = new OutCell();
-  readonly close = new StructBuffer(layouts.ucp_request_param_t);
-  readonly amHandler = new StructBuffer(layouts.ucp_am_handler_param_t);
-  /** Filled by ucp_tag_probe_nb. */
-  readonly probeInfo = new StructBuffer(layouts.ucp_tag_recv_info_t);
-
-  constructor() {
-    const cbs = completionCallbacks();
-    const base = Number(K.UCP_OP_ATTR_FIELD_CALLBACK | K.UCP_OP_ATTR_FIELD_USER_DATA);
-    const iov = Number(K.UCP_OP_ATTR_FIELD_DATATYPE);
-    const noImmediate = Number(K.UCP_OP_ATTR_FLAG_NO_IMM_CMPL);
-    this.send.setU32('op_attr_mask', base).setPtr('cb.send', cbs.send);
-    this.sendIov.setU32('op_attr_mask', base | iov).setPtr('cb.send', cbs.send).setU64('datatype', K.UCP_DATATYPE_IOV);
-    // Receives are posted with NO_IMM_CMPL: UCX 1.13 does not fill recv_info when a receive completes at
-    // once, so the callback (run from inside the call if need be) is the one place that reports tag and
-    // length.
-    this.tagRecv.setU32('op_attr_mask', base | noImmediate).setPtr('cb.recv', cbs.tagRecv);
-    this.tagRecvIov
-      .setU32('op_attr_mask', base | noImmediate | iov)
-      .setPtr('cb.recv', cbs.tagRecv)
-      .setU64('datatype', K.UCP_DATATYPE_IOV);
-    this.streamRecv.setU32('op_attr_mask', base | Number(K.UCP_OP_ATTR_FIELD_FLAGS)).setPtr('cb.recv_stream', cbs.streamRecv);
-    this.amSend.setU32('op_attr_mask', base | Number(K.UCP_OP_ATTR_FIELD_FLAGS)).setPtr('cb.send', cbs.send);
-    this.amRecvData.setU32('op_attr_mask', base).setPtr('cb.recv_am', cbs.streamRecv);
-    this.atomic.setU32('op_attr_mask', base | iov).setPtr('cb.send', cbs.send);
-    this.close.setU32('op_attr_mask', base | Number(K.UCP_OP_ATTR_FIELD_FLAGS)).setPtr('cb.send', cbs.send);
-  }
-}
-
-export class Worker implements RequestHost {
+export class Worker {
   readonly #context: Context;
   #handle: bigint | null;
   readonly #engine: ProgressEngine;
-  /** @internal */
-  readonly _params = new ParamBlocks();
-  /** How many of this worker's requests are in flight (they live in the `inflight` slot table). */
-  #inflightCount = 0;
+  /** @internal Parameter blocks, posting and the operations in flight: for Endpoint and the AM code. */
+  readonly [kRequests]: RequestEngine;
   readonly #endpoints = new Set<Endpoint>();
   readonly #listeners = new Set<Listener>();
   readonly #deferred: (() => void)[] = [];
@@ -199,11 +151,18 @@ export class Worker implements RequestHost {
     const out = new OutCell();
     check(ucx().ucp_worker_create(contextHandle, params.buffer, out.reset()), 'ucp_worker_create');
     this.#handle = out.ptr();
+    const worker = this;
+    const requests = new RequestEngine({
+      get handle() { return worker.#handle; },
+      busyChanged: () => this._updateBusy(),
+    });
+    this[kRequests] = requests;
     try {
       this.#engine = new ProgressEngine(
-        this.#handle as bigint, mode, wakeup, () => this.#runDeferred(), () => this.#inflightCount > 0,
+        this.#handle as bigint, mode, wakeup, () => this.#runDeferred(), () => requests.inflightCount > 0,
         busyPollUs,
       );
+      requests.attach(this.#engine);
     } catch (err) {
       ucx().ucp_worker_destroy(this.#handle);
       this.#handle = null;
@@ -320,10 +279,9 @@ export class Worker implements RequestHost {
    */
   flush(): Request<void> {
     const handle = this._live('Worker');
-    const id = this._reserveId();
-    const param = this._params.send;
-    param.buffer.writeUInt32LE(id, REQ.user_data);
-    const request = this._trackVoid(id, ucx().ucp_worker_flush_nbx(handle, param.address), 'worker flush', null);
+    const requests = this[kRequests];
+    const block = requests.params.send;
+    const request = requests.void(requests.slot(block), ucx().ucp_worker_flush_nbx(handle, block.address), 'worker flush', null);
     if (!request.completed) request._detachable = true;
     return request;
   }
@@ -361,30 +319,23 @@ export class Worker implements RequestHost {
     const t = toTag(tag, 'tag');
     const m = toTag(tagMask, 'tagMask');
     if (signal?.aborted === true) return this._aborted('tagRecv');
+    const requests = this[kRequests];
     let data: unknown;
     let count: number;
-    let param: { readonly buffer: Buffer; readonly address: bigint };
+    let block: ParamBlock;
     if (Array.isArray(buffer)) {
       const iov = buildIov(buffer, 'tagRecv buffers');
       data = iov.array;
       count = iov.count;
-      param = this._params.tagRecvIov;
+      block = requests.params.tagRecvIov;
       buffer = iov.parts;
     } else {
       count = byteLengthOf(buffer, 'tagRecv buffer');
       data = buffer;
-      param = this._params.tagRecv;
+      block = requests.params.tagRecv;
     }
-    const request = this._newRequest<TagRecvInfo>(ResultKind.TagInfo, 'tagRecv', buffer);
-    param.buffer.writeUInt32LE(request._id, REQ.user_data);
-    beginPost();
-    let ptr: Ptr;
-    try {
-      ptr = ucx().ucp_tag_recv_nbx(handle, data as Buffer, count, t, m, param.address);
-    } finally {
-      endPost();
-    }
-    this._track(request, ptr);
+    const request = requests.open<TagRecvInfo>(block, ResultKind.TagInfo, 'tagRecv', buffer);
+    requests.track(request, block, ucx().ucp_tag_recv_nbx(handle, data as Buffer, count, t, m, block.address));
     if (!request.completed) {
       if (group !== null) {
         request._group = group;
@@ -415,7 +366,7 @@ export class Worker implements RequestHost {
     const t = toTag(tag, 'tag');
     const m = toTag(tagMask, 'tagMask');
     this.#engine.progress();
-    const info = this._params.probeInfo;
+    const info = this[kRequests].params.probeInfo;
     const message = ucx().ucp_tag_probe_nb(handle, t, m, options.remove === true ? 1 : 0, info.buffer);
     if (message === null) return null;
     const length = Number(info.getU64('length'));
@@ -436,10 +387,10 @@ export class Worker implements RequestHost {
   #receiveProbed(message: bigint, buffer: BufferSource): Request<TagRecvInfo> {
     const handle = this._live('Worker');
     const count = byteLengthOf(buffer, 'tag message buffer');
-    const request = this._newRequest<TagRecvInfo>(ResultKind.TagInfo, 'tagRecv (probed)', buffer);
-    const param = this._params.tagRecv;
-    param.buffer.writeUInt32LE(request._id, REQ.user_data);
-    return this._track(request, post(ucx().ucp_tag_msg_recv_nbx, handle, buffer, count, message, param.address));
+    const requests = this[kRequests];
+    const block = requests.params.tagRecv;
+    const request = requests.open<TagRecvInfo>(block, ResultKind.TagInfo, 'tagRecv (probed)', buffer);
+    return requests.track(request, block, ucx().ucp_tag_msg_recv_nbx(handle, buffer, count, message, block.address));
   }
 
   /**
@@ -634,7 +585,7 @@ export class Worker implements RequestHost {
     // (ucp_worker.inl:92) in ucp_am_data_release once the endpoint the message came through is closed,
     // and segfaults in ucp_rndv_ats_handler when the answer reaches a sender already cancelled.
     if (this.#am.close() > 0) await this._progressUntil(() => false, 50);
-    for (const request of this.#inflightRequests()) {
+    for (const request of this[kRequests].inflightRequests()) {
       if (request._handle !== null) ucx().ucp_request_cancel(handle, request._handle);
     }
     await Promise.all([...this.#endpoints].map((ep) => ep.close()));
@@ -674,7 +625,7 @@ export class Worker implements RequestHost {
    * and does not free them twice.
    */
   #destroy(handle: bigint, reason: string): void {
-    const abandoned = this.#inflightRequests();
+    const abandoned = this[kRequests].inflightRequests();
     for (const request of abandoned) {
       if (request._handle !== null) {
         ucx().ucp_request_free(request._handle);
@@ -684,7 +635,7 @@ export class Worker implements RequestHost {
     }
     this.#handle = null;
     ucx().ucp_worker_destroy(handle);
-    for (const request of abandoned) this.#releaseId(request);
+    for (const request of abandoned) this[kRequests].releaseSlot(request);
     debug('worker destroyed (%s; %d operations abandoned)', reason, abandoned.length);
   }
 
@@ -720,106 +671,6 @@ export class Worker implements RequestHost {
     return this.#handle;
   }
 
-  /** @internal A Request with a slot id ready to be written into user_data. */
-  _newRequest<T>(kind: ResultKind, what: string, keep: unknown): Request<T> {
-    const request = new Request<T>(INTERNAL, this, kind, what, keep);
-    request._id = inflight.add(request);
-    return request;
-  }
-
-  /** @internal Interprets an nbx return value for a request created by _newRequest. */
-  _track<T>(request: Request<T>, ptr: Ptr, immediateLength = 0): Request<T> {
-    if (ptr === null) {
-      this.#releaseId(request);
-      request._settle(UCS_OK, immediateLength, 0n);
-      return request;
-    }
-    const status = statusOfPtr(ptr);
-    if (status !== 1) {
-      this.#releaseId(request);
-      request._settle(status, 0, 0n);
-      return request;
-    }
-    if (!request.completed) {
-      request._handle = ptr;
-      this.#countInflight(request);
-    }
-    return request;
-  }
-
-  /**
-   * @internal For operations without a result, posted as: `id = _reserveId()`, id written into
-   * `user_data`, the nbx call (one whose callback cannot run inside it: no NO_IMM_CMPL), then this. A
-   * request that UCX completed at once is the shared COMPLETED: the common case allocates nothing.
-   */
-  _trackVoid(id: number, ptr: Ptr, what: string, keep: unknown): Request<void> {
-    if (ptr === null) {
-      inflight.release(id);
-      this.#engine.touch();
-      return COMPLETED;
-    }
-    const request = new Request<void>(INTERNAL, this, ResultKind.Void, what, keep);
-    const status = statusOfPtr(ptr);
-    if (status !== 1) {
-      inflight.release(id);
-      request._settle(status, 0, 0n);
-      return request;
-    }
-    request._id = id;
-    inflight.set(id, request);
-    request._handle = ptr;
-    this.#countInflight(request);
-    return request;
-  }
-
-  /** @internal A slot id for `_trackVoid`. */
-  _reserveId(): number {
-    return inflight.reserve();
-  }
-
-  #countInflight(request: AnyRequest): void {
-    request._tracked = true;
-    if (request._background) return;
-    // Busy state changes only on 0 <-> 1; in between, a new operation only needs progress to be due.
-    if (this.#inflightCount++ === 0) this._updateBusy();
-    else this.#engine.kick();
-  }
-
-  /** This worker's requests in flight. */
-  #inflightRequests(): AnyRequest[] {
-    return inflight.values().filter((request) => request._tracked && request._host === this);
-  }
-
-  #releaseId(request: AnyRequest): void {
-    if (request._id !== 0) {
-      inflight.delete(request._id);
-      request._id = 0;
-    }
-  }
-
-  /** @internal */
-  _cancelRequest(handle: bigint): void {
-    if (this.#handle !== null) ucx().ucp_request_cancel(this.#handle, handle);
-  }
-
-  /** @internal */
-  _requestSettled(request: AnyRequest): void {
-    if (!request._tracked) return;
-    request._tracked = false;
-    if (request._background) return;
-    if (--this.#inflightCount === 0) this._updateBusy();
-  }
-
-  /** @internal Someone now waits on a background request: it counts as in flight from here on. */
-  _foreground(request: AnyRequest): void {
-    if (!request._background) return;
-    request._background = false;
-    if (request._tracked) {
-      request._tracked = false;
-      this.#countInflight(request);
-    }
-  }
-
   /** @internal Runs `fn` after the current progress call returns (never from inside a UCX callback). */
   _defer(fn: () => void): void {
     this.#deferred.push(fn);
@@ -837,7 +688,7 @@ export class Worker implements RequestHost {
   _updateBusy(): void {
     // Before the AM dispatcher exists (during construction) nothing can be waiting on it.
     const amWaiting = (this.#am?.waiting ?? false) || this.#holds > 0;
-    const inflightNow = this.#inflightCount > 0;
+    const inflightNow = this[kRequests].inflightCount > 0;
     let listening = false; // a closed listener still draining (Listener#drain) keeps nothing awake
     for (const listener of this.#listeners) listening ||= !listener.closed;
     this.#engine.setBusy(inflightNow || listening || amWaiting, inflightNow);

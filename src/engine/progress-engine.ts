@@ -24,7 +24,7 @@
 import { OutCell, UCS_ERR_BUSY, UCS_OK, pollReadable, ucx, type FdWatch } from '../ffi/index.js';
 import { errorFromStatus } from '../errors.js';
 import { progressOnce } from './completions.js';
-import { InvalidArgumentError } from './misuse-errors.js';
+import { InvalidArgumentError } from '../internal/misuse-errors.js';
 
 export type ProgressMode = 'event' | 'polling' | 'manual';
 

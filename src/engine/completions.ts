@@ -4,7 +4,7 @@
  */
 import { layouts, readStruct, registerCallback, sizeAt, ucx } from '../ffi/index.js';
 import type { AnyRequest } from '../request.js';
-import { SlotTable } from './slot-table.js';
+import { SlotTable } from '../internal/slot-table.js';
 
 /** Requests in flight, by the id written into their `user_data`. */
 export const inflight = new SlotTable<AnyRequest>();
@@ -17,11 +17,14 @@ let posting = false;
 let freeAfterPost: bigint | null = null;
 
 /**
- * Bracket an nbx call posted with UCP_OP_ATTR_FLAG_NO_IMM_CMPL: `beginPost()` before, `endPost()` after
- * (also when it throws). A request completed from inside the call is freed only once it has returned.
- * (Two calls instead of a wrapper taking the function and its arguments: no rest/spread per operation.)
+ * Bracket an nbx call whose callback may run inside it (RequestEngine.open and track do, for the blocks
+ * marked `bracketed`): `beginPost()` before, `endPost()` after. A request completed from inside the
+ * call is freed only once it has returned. Brackets never nest (a callback run inside a call settles a
+ * request whose chained work is attached only after the call returns), so a bracket still open at the
+ * next `beginPost()` is one whose call threw: it is closed first.
  */
 export function beginPost(): void {
+  if (posting) endPost();
   posting = true;
 }
 
@@ -30,16 +33,6 @@ export function endPost(): void {
   if (freeAfterPost !== null) {
     ucx().ucp_request_free(freeAfterPost);
     freeAfterPost = null;
-  }
-}
-
-/** One nbx call bracketed by beginPost/endPost (for paths where the wrapper's cost does not matter). */
-export function post<A extends unknown[]>(fn: (...args: A) => bigint | null, ...args: A): bigint | null {
-  beginPost();
-  try {
-    return fn(...args);
-  } finally {
-    endPost();
   }
 }
 
