@@ -8,6 +8,15 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 cd "$ROOT"
 
+# The typings are the API and nothing else: no member named with a leading '_', nothing @internal.
+leaks="$(grep -rnE '^\s+(static |readonly |get |set |async )*_[A-Za-z][A-Za-z0-9]*\??[(:<]|@internal' dist --include='*.d.ts' || true)"
+if [[ -n "$leaks" ]]; then
+  echo "[check-package] internal members in the emitted typings:" >&2
+  echo "$leaks" >&2
+  exit 1
+fi
+echo "[check-package] typings hold no internal member"
+
 tarball="$(npm pack --silent --pack-destination "$WORK" | tail -n 1)"
 echo "[check-package] packed $tarball"
 mkdir "$WORK/app"

@@ -110,7 +110,7 @@ export class AmMessage {
   readonly #workerHandle: bigint;
   readonly #data: Uint8Array | null;
   readonly #pending: PendingDescriptor | null;
-  /** Set while the handler runs inside the UCX callback: the status to return to UCX. */
+  /** @internal Set while the handler runs inside the UCX callback: the status to return to UCX. */
   _decision: number | null = null;
 
   /** @internal Received messages only (IllegalConstructorError otherwise). */

@@ -22,7 +22,7 @@ import {
   addressOf, captureStream, layouts, registerCallback, statusOfPtr, ucpVersion, ucx, withUcxLogsQuiet,
 } from './ffi/index.js';
 import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
-import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestOwner, type TagRecvInfo } from './request.js';
+import { COMPLETED, Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
 import { asBytes, byteLengthOf, optionsObject, toTag, toU64, type BufferSource, show } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
@@ -174,7 +174,7 @@ export interface EndpointEvents {
   close: [];
 }
 
-export class Endpoint extends EventEmitter<EndpointEvents> implements RequestOwner {
+export class Endpoint extends EventEmitter<EndpointEvents> {
   readonly #worker: Worker;
   #handle: bigint | null;
   readonly #id: number;

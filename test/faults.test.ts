@@ -104,6 +104,8 @@ function faultTest(name: string, body: (t: TestContext) => Promise<void>): void 
     try {
       await body(t);
     } catch (err) {
+      // A client that aborted may not have been reaped yet when its IPC channel failed.
+      await Promise.race([client.exited, sleep(2000)]);
       const died = client.child.exitCode !== null || client.child.signalCode !== null;
       if (!died || !UCX_PURGE_ABORT.test(client.stderr)) throw err;
       const abort = client.stderr.split('\n').filter((line) => /Assertion|failed to dereg|rereg|purge/.test(line)).join('\n');

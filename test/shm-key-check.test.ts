@@ -11,10 +11,11 @@ import { decodeSerializedRemoteKey, encodeSerializedRemoteKey } from '../src/int
 import { parsePackedRkey } from '../src/internal/packed-rkey.js';
 import { firstMismatch, pattern } from './helpers/pattern.js';
 import { within } from './helpers/deadline.js';
+import { mdComponents } from './helpers/md-components.js';
 
 /** The offset of the sysv record in a packed key, and its shmid and owner address. */
 function sysvRecord(context: Context, packed: Uint8Array): { offset: number; shmid: number; owner: bigint } {
-  const components = context._mdComponents();
+  const components = mdComponents(context);
   const record = parsePackedRkey(packed).mds.find((md) => components.get(md.index) === 'sysv');
   assert.ok(record !== undefined, 'the key of UCX-allocated memory has no sysv record');
   const view = new DataView(packed.buffer, packed.byteOffset);

@@ -89,7 +89,14 @@ export class Peer {
   }
 
   send(message: PeerMessage): void {
-    this.child.send(message);
+    // With a callback, a send to a peer that just died fails here (its 'exit' then rejects the waiters
+    // with its stderr) instead of as an uncaught 'error' event of the child process.
+    this.child.send(message, (err) => {
+      if (err !== null && err !== undefined && this.#failure === undefined && !this.#dead) {
+        this.#failure = new Error(`sending '${message.type}' to the peer failed (${err.message}); stderr:\n${this.#stderr}`);
+        for (const w of this.#waiters.splice(0)) w.reject(this.#failure);
+      }
+    });
   }
 
   /**

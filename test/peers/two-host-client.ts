@@ -12,6 +12,7 @@ import {
 import { firstMismatch, pattern } from '../helpers/pattern.js';
 import { decodeSerializedRemoteKey, encodeSerializedRemoteKey } from '../../src/internal/serialized-remote-key.js';
 import { parsePackedRkey } from '../../src/internal/packed-rkey.js';
+import { mdComponents } from '../helpers/md-components.js';
 
 interface Command {
   type: string;
@@ -68,7 +69,7 @@ function key(command: Command): RemoteKey {
 function forge(bytes: Uint8Array): Uint8Array {
   const decoded = decodeSerializedRemoteKey(bytes);
   const packed = decoded.packedRkey.slice();
-  const components = context._mdComponents();
+  const components = mdComponents(context);
   const sysv = parsePackedRkey(packed).mds.find((md) => components.get(md.index) === 'sysv');
   if (sysv === undefined) throw new Error('the key has no sysv record');
   new DataView(packed.buffer, packed.byteOffset).setUint32(sysv.offset, 0x7ffffff0, true);
