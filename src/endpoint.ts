@@ -940,6 +940,26 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /**
+   * @internal The flush a Listener posts to learn that an accepted endpoint's wireup is complete. Not an
+   * operation of the application's: it arms no watchdog, and a peer that closes meanwhile has closed,
+   * not failed. UCX completes it (with an error, if the endpoint fails or closes first).
+   */
+  _wireupFlush(): Request<void> {
+    const ep = this._live('flush');
+    const requests = this.#worker[kRequests];
+    const block = requests.params.send;
+    const request = requests.void(requests.slot(block), ucx().ucp_ep_flush_nbx(ep, block.address), 'wireup flush', null);
+    if (!request.completed) {
+      request._detachable = true;
+      this.#wireup = request;
+    }
+    return request;
+  }
+
+  /** The listener's wireup flush while UCX holds it: settled when the endpoint fails, before 'close'. */
+  #wireup: Request<void> | null = null;
+
+  /**
    * An operation of this endpoint that UCX did not complete at once: its owner is this endpoint (failed
    * with it), `watched` ones (only the peer's UCX has to answer them: RMA, atomics, flush) arm the
    * failure watchdog, and it is cancelled when `signal` aborts. Sends are not watched: a live peer may
@@ -1031,11 +1051,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /** After a failure: everything of this endpoint still in flight rejects with it, then 'error' and close. */
   #failed(): void {
+    const failure = this.#failure as UcxError;
+    // The listener hands the endpoint out when its wireup flush settles: before 'close', always.
+    this.#wireup?._failDetached(failure);
+    this.#wireup = null;
     if (this.#closedByPeer) {
       void this.close();
       return;
     }
-    const failure = this.#failure as UcxError;
     for (const request of inflight.values()) {
       if (request._owner === this) request._failDetached(failure);
     }
@@ -1091,7 +1114,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#state = 'closed';
     endpoints.delete(this.#id);
     this.#worker._endpointClosed(this, handle);
-    debug('endpoint #%d to %s closed%s', this.#id, this.#peer, failed ? ' after its failure' : '');
+    debug('endpoint #%d to %s closed%s', this.#id, this.#peer,
+      this.#closedByPeer ? ' (by the peer)' : failed ? ' after its failure' : '');
     this.emit('close');
   }
 

@@ -197,7 +197,7 @@ export class Listener implements AsyncIterable<Endpoint> {
     };
     const timer = setTimeout(deliver, WIREUP_WAIT_MS);
     timer.unref();
-    endpoint.flush().then(deliver, deliver);
+    endpoint._wireupFlush().then(deliver, deliver);
   }
 
   #deliver(endpoint: Endpoint): void {
