@@ -43,6 +43,7 @@ export const AM_ID_MAX = 0xffff;
 /** Zero bytes, shared (nothing can be written into it). */
 const EMPTY = new Uint8Array(0);
 
+/** A handler of active messages of one id: see `worker.setAmHandler()`. */
 export type AmHandler = (message: AmMessage) => void | Promise<void>;
 
 const dispatchers = new SlotTable<AmDispatcher>();

@@ -287,6 +287,7 @@ export class Context {
     return this.#closing;
   }
 
+  /** The same as `close()`, for `await using`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

@@ -15,6 +15,7 @@ import { inflight } from './engine/completions.js';
 import { liveCounts } from './internal/live-counts.js';
 import { liveRelayThreads } from './ffi/index.js';
 
+/** What `getDiagnostics()` counts in the calling thread. */
 export interface UcxxDiagnostics {
   /** Contexts not yet cleaned up (ucp_cleanup waits for memory handles whose views are still reachable). */
   contexts: number;

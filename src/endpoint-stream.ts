@@ -18,6 +18,7 @@ import type { Request } from './request.js';
 import { ArgumentOutOfRangeError } from './internal/misuse-errors.js';
 import { optionsObject, show } from './internal/bytes.js';
 
+/** Options of `createEndpointDuplex()`. */
 export interface EndpointDuplexOptions {
   /** Bytes asked for per read (default 64 KiB). */
   readSize?: number;
@@ -25,6 +26,13 @@ export interface EndpointDuplexOptions {
   closeEndpoint?: boolean;
 }
 
+/**
+ * A Node.js Duplex over the endpoint's UCP stream (see the module comment).
+ *
+ * ```ts
+ * await pipeline(fs.createReadStream('big.bin'), createEndpointDuplex(endpoint));
+ * ```
+ */
 export function createEndpointDuplex(endpoint: Endpoint, options: EndpointDuplexOptions = {}): Duplex {
   if (!(endpoint instanceof Endpoint)) throw new InvalidArgumentError('createEndpointDuplex: endpoint must be an Endpoint');
   options = optionsObject(options, 'createEndpointDuplex options');

@@ -61,6 +61,7 @@ export interface AmSendOptions extends OperationOptions {
   reply?: boolean;
 }
 
+/** The remote atomic operations: `add`, `and`, `or`, `xor`, `swap` and compare-and-swap (`cswap`). */
 export type AtomicOp = 'add' | 'and' | 'or' | 'xor' | 'swap' | 'cswap';
 /** Each operation's name in errors (constants: no string built per operation). */
 const ATOMIC_LABEL: Readonly<Record<AtomicOp, string>> = {
@@ -93,6 +94,7 @@ export interface AtomicOptions extends OperationOptions {
  */
 export type ErrorHandlingMode = 'auto' | 'peer' | 'none';
 
+/** Options of `worker.connect()`, `worker.connectToAddress()` and a listener's endpoints. */
 export interface EndpointOptions {
   /** Peer failure detection: see ErrorHandlingMode. Default 'auto'; accepted endpoints take the client's. */
   errorHandling?: ErrorHandlingMode | boolean;
@@ -169,11 +171,24 @@ interface StreamReceive {
 const READ_AHEAD_CHUNK = 64 * 1024;
 const READ_AHEAD_LIMIT = 1024 * 1024;
 
+/** The events of an Endpoint. */
 export interface EndpointEvents {
+  /** The peer failed while something of this endpoint waited on it; `close` follows. */
   error: [error: UcxError];
+  /** The endpoint is closed: by `close()`, by its peer (`closedByPeer`), or after a failure. */
   close: [];
 }
 
+/**
+ * A connection to a remote worker: RMA, atomics, tag, stream and active messages, flush and close.
+ * Made by `worker.connect()`, `worker.connectToAddress()` or a Listener.
+ *
+ * ```ts
+ * const ep = await worker.connect('127.0.0.1', port);
+ * await ep.memPut(data, remoteKey, 0);
+ * await ep.flush();
+ * ```
+ */
 export class Endpoint extends EventEmitter<EndpointEvents> {
   readonly #worker: Worker;
   #handle: bigint | null;
@@ -1081,6 +1096,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     return this.#closing;
   }
 
+  /** The same as `close()`, for `await using`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

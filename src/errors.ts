@@ -28,6 +28,7 @@ export {
 
 /** A UCX operation failed with a UCS error status. */
 export class UcxError extends Error {
+  /** The class name: 'UcxError', or the status's subclass ('CanceledError', ...). */
   override name = 'UcxError';
   /** The `ucs_status_t` value (negative). */
   readonly status: number;
@@ -47,7 +48,14 @@ export class UcxError extends Error {
 /** The subclass for each status that has one: filled by statusClass, the one list of them. */
 const BY_STATUS = new Map<number, new (message?: string, options?: ErrorOptions) => UcxError>();
 
-function statusClass(status: number, className: string) {
+/** The class of the errors of one UCS status: `new CanceledError(message?)`, and an `instanceof` target. */
+export interface UcxErrorClass {
+  new (message?: string, options?: ErrorOptions): UcxError;
+  /** The prototype of its instances (what `instanceof` checks). */
+  readonly prototype: UcxError;
+}
+
+function statusClass(status: number, className: string): UcxErrorClass {
   const cls = class extends UcxError {
     constructor(message?: string, options?: ErrorOptions) {
       super(status, message, options);
@@ -59,41 +67,76 @@ function statusClass(status: number, className: string) {
   return cls;
 }
 
+/** No message was pending: `UCS_ERR_NO_MESSAGE`. */
 export const NoMessageError = statusClass(UCS_ERR_NO_MESSAGE, 'NoMessageError');
+/** UCX ran out of a resource for now (send queue, descriptors): `UCS_ERR_NO_RESOURCE`. */
 export const NoResourceError = statusClass(UCS_ERR_NO_RESOURCE, 'NoResourceError');
+/** An input/output error: `UCS_ERR_IO_ERROR`. */
 export const IoError = statusClass(UCS_ERR_IO_ERROR, 'IoError');
+/** UCX could not allocate memory: `UCS_ERR_NO_MEMORY`. */
 export const NoMemoryError = statusClass(UCS_ERR_NO_MEMORY, 'NoMemoryError');
+/** UCX refused a parameter: `UCS_ERR_INVALID_PARAM`. */
 export const InvalidParamError = statusClass(UCS_ERR_INVALID_PARAM, 'InvalidParamError');
+/** The destination cannot be reached (in UCX 1.13 also: endpoints whose UCP features differ): `UCS_ERR_UNREACHABLE`. */
 export const UnreachableError = statusClass(UCS_ERR_UNREACHABLE, 'UnreachableError');
+/** An address UCX does not accept: `UCS_ERR_INVALID_ADDR`. */
 export const InvalidAddressError = statusClass(UCS_ERR_INVALID_ADDR, 'InvalidAddressError');
+/** The operation is not implemented by this UCX: `UCS_ERR_NOT_IMPLEMENTED`. */
 export const NotImplementedError = statusClass(UCS_ERR_NOT_IMPLEMENTED, 'NotImplementedError');
+/** The message was longer than the receive buffer (the message is consumed): `UCS_ERR_MESSAGE_TRUNCATED`. */
 export const MessageTruncatedError = statusClass(UCS_ERR_MESSAGE_TRUNCATED, 'MessageTruncatedError');
+/** No progress could be made: `UCS_ERR_NO_PROGRESS`. */
 export const NoProgressError = statusClass(UCS_ERR_NO_PROGRESS, 'NoProgressError');
+/** A buffer is too small for the operation: `UCS_ERR_BUFFER_TOO_SMALL`. */
 export const BufferTooSmallError = statusClass(UCS_ERR_BUFFER_TOO_SMALL, 'BufferTooSmallError');
+/** No such element (for example an unknown configuration option): `UCS_ERR_NO_ELEM`. */
 export const NoElementError = statusClass(UCS_ERR_NO_ELEM, 'NoElementError');
+/** Some of the connections failed: `UCS_ERR_SOME_CONNECTS_FAILED`. */
 export const SomeConnectsFailedError = statusClass(UCS_ERR_SOME_CONNECTS_FAILED, 'SomeConnectsFailedError');
+/** No device is available for the operation: `UCS_ERR_NO_DEVICE`. */
 export const NoDeviceError = statusClass(UCS_ERR_NO_DEVICE, 'NoDeviceError');
+/** The resource is busy: `UCS_ERR_BUSY`. */
 export const BusyError = statusClass(UCS_ERR_BUSY, 'BusyError');
+/** The operation was cancelled (`cancel()`, an `AbortSignal`, or its endpoint or worker closed): `UCS_ERR_CANCELED`. */
 export const CanceledError = statusClass(UCS_ERR_CANCELED, 'CanceledError');
+/** A shared-memory segment could not be used: `UCS_ERR_SHMEM_SEGMENT`. */
 export const ShmemSegmentError = statusClass(UCS_ERR_SHMEM_SEGMENT, 'ShmemSegmentError');
+/** The object already exists: `UCS_ERR_ALREADY_EXISTS`. */
 export const AlreadyExistsError = statusClass(UCS_ERR_ALREADY_EXISTS, 'AlreadyExistsError');
+/** A value is out of range: `UCS_ERR_OUT_OF_RANGE`. */
 export const OutOfRangeError = statusClass(UCS_ERR_OUT_OF_RANGE, 'OutOfRangeError');
+/** The operation did not finish in time: `UCS_ERR_TIMED_OUT`. */
 export const TimedOutError = statusClass(UCS_ERR_TIMED_OUT, 'TimedOutError');
+/** A limit was exceeded: `UCS_ERR_EXCEEDS_LIMIT`. */
 export const ExceedsLimitError = statusClass(UCS_ERR_EXCEEDS_LIMIT, 'ExceedsLimitError');
+/** The operation is not supported here: `UCS_ERR_UNSUPPORTED`. */
 export const UnsupportedError = statusClass(UCS_ERR_UNSUPPORTED, 'UnsupportedError');
+/** The peer rejected the operation (for example a connection or an active message): `UCS_ERR_REJECTED`. */
 export const RejectedError = statusClass(UCS_ERR_REJECTED, 'RejectedError');
+/** There is no connection (a refused connect is the subclass ConnectionRefusedError): `UCS_ERR_NOT_CONNECTED`. */
 export const NotConnectedError = statusClass(UCS_ERR_NOT_CONNECTED, 'NotConnectedError');
+/** The peer's connection closed while something waited on it: `UCS_ERR_CONNECTION_RESET`. */
 export const ConnectionResetError = statusClass(UCS_ERR_CONNECTION_RESET, 'ConnectionResetError');
+/** The peer stopped answering (UCX's timers, or `failureTimeout`): `UCS_ERR_ENDPOINT_TIMEOUT`. */
 export const EndpointTimeoutError = statusClass(UCS_ERR_ENDPOINT_TIMEOUT, 'EndpointTimeoutError');
 
+/** An instance of {@link NoMessageError}. */
 export type NoMessageError = InstanceType<typeof NoMessageError>;
+/** An instance of {@link CanceledError}. */
 export type CanceledError = InstanceType<typeof CanceledError>;
+/** An instance of {@link MessageTruncatedError}. */
 export type MessageTruncatedError = InstanceType<typeof MessageTruncatedError>;
+/** An instance of {@link ConnectionResetError}. */
 export type ConnectionResetError = InstanceType<typeof ConnectionResetError>;
+/** An instance of {@link EndpointTimeoutError}. */
 export type EndpointTimeoutError = InstanceType<typeof EndpointTimeoutError>;
+/** An instance of {@link UnreachableError}. */
 export type UnreachableError = InstanceType<typeof UnreachableError>;
+/** An instance of {@link InvalidParamError}. */
 export type InvalidParamError = InstanceType<typeof InvalidParamError>;
+/** An instance of {@link RejectedError}. */
 export type RejectedError = InstanceType<typeof RejectedError>;
+/** An instance of {@link TimedOutError}. */
 export type TimedOutError = InstanceType<typeof TimedOutError>;
 
 
@@ -131,7 +174,9 @@ export class ConnectionRefusedError extends NotConnectedError {
 
 /** An object was used after `close()` (or after its parent closed). */
 export class ClosedError extends Error {
+  /** Always 'ClosedError'. */
   override readonly name = 'ClosedError';
+  /** Always 'UCXX_ERR_CLOSED'. */
   readonly code = 'UCXX_ERR_CLOSED';
   constructor(what: string) {
     super(`${what} is closed`);
@@ -144,12 +189,15 @@ export class ClosedError extends Error {
  * and TCP transports, so ucxx-ts checks them itself for keys that carry them.
  */
 export class RemoteAccessError extends Error {
+  /** Always 'RemoteAccessError'. */
   override readonly name = 'RemoteAccessError';
+  /** Always 'UCXX_ERR_REMOTE_ACCESS'. */
   readonly code = 'UCXX_ERR_REMOTE_ACCESS';
 }
 
 /** An option given to ucp_config_modify that this UCX does not know, or a value it refuses. */
 export class ConfigError extends UcxError {
+  /** Always 'ConfigError'. */
   override name = 'ConfigError';
   /** The option name as given (without the UCX_ prefix). */
   readonly option: string;

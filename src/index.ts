@@ -6,7 +6,7 @@ export { Context, DEFAULT_FEATURES, DEFAULT_FAILURE_TIMEOUT, type ContextOptions
 export { Worker, type WorkerOptions, type ProgressMode, type ReceiveOptions, type TagProbeResult } from './worker.js';
 export { Listener, type ListenerOptions } from './listener.js';
 export {
-  Endpoint, type EndpointOptions, type EndpointEvents, type StreamRecvOptions, type AmSendOptions, type AtomicOp,
+  Endpoint, type EndpointOptions, type EndpointEvents, type ErrorHandlingMode, type StreamRecvOptions, type AmSendOptions, type AtomicOp,
   type AtomicOptions, type OperationOptions,
 } from './endpoint.js';
 export type { EndpointTransport, LaneUsage } from './internal/endpoint-info.js';
@@ -27,7 +27,7 @@ export {
 } from './remote-key.js';
 export { Request, type TagRecvInfo } from './request.js';
 export {
-  UcxxPythonEndpoint, UcxxPythonListener, UCXX_PYTHON_FEATURES, hash64bits, type UcxxPythonConnectOptions,
+  UcxxPythonEndpoint, UcxxPythonListener, UCXX_PYTHON_FEATURES, hash64bits, type PyValue, type UcxxPythonConnectOptions,
   type UcxxPythonListenerOptions, type UcxxPythonListenerEvents, type UcxxPythonTagOptions, type UcxxPythonRecvOptions,
   type UcxxPythonAllocatingRecvOptions,
 } from './ucxx-python/index.js';

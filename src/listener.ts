@@ -20,6 +20,7 @@ import { Endpoint, type EndpointOptions } from './endpoint.js';
 import type { Worker } from './worker.js';
 import { InvalidArgumentError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 
+/** Options of `worker.listen()`. */
 export interface ListenerOptions {
   /** The IP address to bind; 'localhost' means 127.0.0.1. Default '0.0.0.0' (all IPv4 interfaces). */
   host?: string;
@@ -66,6 +67,15 @@ export function isOwnListenerPort(port: number): boolean {
   return listeners.values().some((listener) => listener.port === port);
 }
 
+/**
+ * Accepts connections on a socket address; each becomes an Endpoint, handed to the callback given to
+ * `worker.listen()` and to the async iterator. Made by `worker.listen()`.
+ *
+ * ```ts
+ * const listener = worker.listen({ port: 13337 });
+ * for await (const ep of listener) serve(ep);
+ * ```
+ */
 export class Listener implements AsyncIterable<Endpoint> {
   readonly #worker: Worker;
   /** The ucp_listener_h while the listener is open; null once closed. */
@@ -312,6 +322,7 @@ export class Listener implements AsyncIterable<Endpoint> {
     this.#pruneAt = Math.max(64, this.#delivered.size * 2);
   }
 
+  /** The same as `close()`, for `using`. */
   [Symbol.dispose](): void {
     this.close();
   }

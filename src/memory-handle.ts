@@ -27,6 +27,7 @@ import { liveCounts } from './internal/live-counts.js';
 /** What a remote key for the region allows its holder to do. */
 export type MemoryAccess = 'read' | 'write' | 'read-write';
 
+/** Options of `context.createMemoryHandle()` and `context.registerMemory()`. */
 export interface MemoryHandleOptions {
   /** Remote access rights, mapped to UCX protection flags. Default 'read-write'. */
   access?: MemoryAccess;
@@ -68,6 +69,15 @@ const viewRegistry = new FinalizationRegistry<Mapping>((mapping) => {
   mapping.release();
 });
 
+/**
+ * Memory that peers can reach with RMA: allocated by UCX or registered from your buffer. Made by the
+ * Context; `createRemoteKey()` makes the key a peer needs.
+ *
+ * ```ts
+ * const region = context.createMemoryHandle(1 << 20);
+ * await ep.tagSend(region.createRemoteKey().serialize(), 1n);
+ * ```
+ */
 export class MemoryHandle {
   readonly #context: Context;
   readonly #mapping: Mapping;
@@ -220,6 +230,7 @@ export class MemoryHandle {
     this.#buffer = undefined;
   }
 
+  /** The same as `close()`, for `using`. */
   [Symbol.dispose](): void {
     this.close();
   }

@@ -32,6 +32,15 @@ import { liveCounts } from './internal/live-counts.js';
 
 export type { RemoteKeyAccess } from './internal/serialized-remote-key.js';
 
+/**
+ * The key to a remote region: packed by its owner, serialized to travel (ucxx's format), unpacked on
+ * an endpoint here. RMA through it is checked against the region's bounds and access.
+ *
+ * ```ts
+ * const key = createRemoteKeyFromSerialized(ep, bytes);
+ * await ep.memGet(buffer, key, 0);
+ * ```
+ */
 export class RemoteKey {
   readonly #packed: Uint8Array;
   readonly #base: bigint;
@@ -148,6 +157,7 @@ export class RemoteKey {
     }
   }
 
+  /** The same as `close()`, for `using`. */
   [Symbol.dispose](): void {
     this.close();
   }

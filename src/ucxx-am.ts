@@ -32,6 +32,7 @@ import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstruct
 export const UCXX_AM_ID = 0;
 const HOST = 0;
 
+/** Options of ucxx's form of `endpoint.amSend(data, options)`. */
 export interface UcxxAmSendOptions {
   /** The memory type the header announces (`ucs_memory_type_t`, default 0 = host). The data is host memory. */
   memoryType?: number;
@@ -53,9 +54,15 @@ export class UcxxAmMessage {
   readonly userHeader: Uint8Array;
   /** The memory type the sender announced (0 = host). */
   readonly memoryType: number;
+  /** The sender's memory-type policy. */
   readonly memoryTypePolicy: AmMemoryTypePolicy;
   /** The receiver callback the sender named, if any. */
-  readonly receiverCallbackInfo: { readonly owner: string; readonly id: bigint } | null;
+  readonly receiverCallbackInfo: {
+    /** The owner name. */
+    readonly owner: string;
+    /** The callback id. */
+    readonly id: bigint;
+  } | null;
   /** The endpoint it came from (UCX's reply endpoint), when it is one of this worker's. */
   readonly endpoint: Endpoint | null;
   /** Whether the payload came by rendezvous. */

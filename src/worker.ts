@@ -58,6 +58,7 @@ export interface TagProbeResult {
   readonly receive: ((buffer: BufferSource) => Request<TagRecvInfo>) | null;
 }
 
+/** Options of `context.createWorker()`. */
 export interface WorkerOptions {
   /** How the worker is progressed. Default 'event'. */
   progressMode?: ProgressMode;
@@ -108,6 +109,16 @@ function connectFailureHint(
   return '';
 }
 
+/**
+ * A UCP worker: the progress engine and communication context of one thread, the owner of its
+ * listeners and endpoints, and where tag messages and active messages are matched.
+ *
+ * ```ts
+ * const worker = context.createWorker({ progressMode: 'polling' });
+ * const ep = await worker.connect('127.0.0.1', 13337);
+ * const { length } = await worker.tagRecv(buffer, 7n);
+ * ```
+ */
 export class Worker {
   readonly #context: Context;
   #handle: bigint | null;
@@ -574,6 +585,7 @@ export class Worker {
     return this.#closing;
   }
 
+  /** The same as `close()`, for `await using`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

@@ -17,6 +17,7 @@ import {
   AlreadyExistsError, CanceledError, Context, UcxxCudaFrameError, UcxxHeaderFormatError, UnsupportedError,
   encodeTagMultiHeaders, encodeUcxxAmHeader, type Endpoint, type UcxxAmMessage, type Worker,
 } from 'ucxx-ts';
+import { assertCPattern, cPattern } from './helpers/pattern.js';
 
 const SOURCE = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'test', 'c', 'ucxx_peer.c');
 const MiB = 1 << 20;
@@ -34,21 +35,6 @@ const STEP_MS = 15_000;
 type Role = 'C server, ucxx-ts client' | 'ucxx-ts server, C client';
 const ROLES: Role[] = ['C server, ucxx-ts client', 'ucxx-ts server, C client'];
 
-/** Byte i of pattern seed s, as in ucxx_peer.c: (uint8_t)((i*131 + s*7 + (i>>8)) ^ (i>>16)). */
-function pattern(length: number, seed: number): Uint8Array {
-  const out = new Uint8Array(length);
-  for (let i = 0; i < length; i++) out[i] = ((i * 131 + seed * 7 + (i >>> 8)) ^ (i >>> 16)) & 0xff;
-  return out;
-}
-
-function verify(actual: Uint8Array, length: number, seed: number, what: string): void {
-  assert.equal(actual.byteLength, length, `${what}: ${actual.byteLength} bytes, expected ${length}`);
-  const expected = pattern(length, seed);
-  if (!Buffer.from(actual.buffer, actual.byteOffset, actual.byteLength).equals(Buffer.from(expected))) {
-    const i = expected.findIndex((b, j) => actual[j] !== b);
-    assert.fail(`${what} (${length} bytes): byte ${i} is 0x${(actual[i] ?? 0).toString(16)}, expected 0x${(expected[i] ?? 0).toString(16)}`);
-  }
-}
 
 /** Frame specs as ucxx_peer.c reads them: a size, or COUNTxSIZE. */
 function expand(spec: readonly string[]): number[] {
@@ -230,9 +216,9 @@ test('tagMulti and AM headers: ucxx-ts encodes byte for byte what the C implemen
   }
   const cases: [number, 0 | 1, string | null, bigint, Uint8Array | null][] = [
     [0, 0, null, 0n, null],
-    [1, 1, OWNER, 0x1004n, pattern(9, 3)],
+    [1, 1, OWNER, 0x1004n, cPattern(9, 3)],
     [0, 0, 'x'.repeat(63), (1n << 64n) - 1n, null],
-    [3, 1, null, 0n, pattern(300, 4)],
+    [3, 1, null, 0n, cPattern(300, 4)],
   ];
   for (const [memoryType, policy, owner, id, userHeader] of cases) {
     const ours = encodeUcxxAmHeader({
@@ -260,7 +246,7 @@ for (const role of ROLES) {
     for (const { name, spec } of FRAME_CASES) {
       const sizes = expand(spec);
       await session(role, ['tagmulti', ...spec], async ({ worker, endpoint, peer }) => {
-        const frames = sizes.map((size, i) => pattern(size, 1000 + i));
+        const frames = sizes.map((size, i) => cPattern(size, 1000 + i));
         await peer.guard(endpoint.tagMultiSend(frames, TAG_TS_TO_C), `${name}: tagMultiSend`);
         // Received with a mask (the C side sends 0x...42 under 0x...00/~0xff), through the endpoint in one
         // role and the worker in the other.
@@ -269,7 +255,7 @@ for (const role of ROLES) {
           : worker.tagMultiRecv(TAG_C_TO_TS & ~0xffn, ~0xffn & ((1n << 64n) - 1n));
         const received = await peer.guard(receive, `${name}: tagMultiRecv`);
         assert.equal(received.length, sizes.length, `${name}: frame count`);
-        received.forEach((frame, i) => verify(frame, sizes[i] as number, 2000 + i, `${name}: frame ${i} from C`));
+        received.forEach((frame, i) => assertCPattern(frame, sizes[i] as number, 2000 + i, `${name}: frame ${i} from C`));
       });
     }
   });
@@ -299,15 +285,15 @@ for (const role of ROLES) {
         assert.equal(message.memoryType, k >= n ? 1 : 0, `${what}: memory type`);
         assert.equal(message.memoryTypePolicy, k === n ? 'errorOnUnsupported' : 'fallbackToHost');
         assert.deepEqual(message.receiverCallbackInfo, hasCallback(k) ? { owner: OWNER, id: CALLBACK_ID_BASE + BigInt(k) } : null);
-        verify(message.userHeader, userHeaderLength(k), 4500 + k, `${what}: user header`);
-        verify(message.data, size(k), 4000 + k, `${what}: data`);
+        assertCPattern(message.userHeader, userHeaderLength(k), 4500 + k, `${what}: user header`);
+        assertCPattern(message.data, size(k), 4000 + k, `${what}: data`);
         if (k >= n) assert.equal(message.rendezvous, true, `${what}: rendezvous`);
       };
 
       await session(role, ['am', ...AM_SIZES.map(String)], async ({ endpoint, peer }) => {
         // Sends: message n (CUDA memory type, errorOnUnsupported, rendezvous) is refused by the peer.
-        const sends = Array.from({ length: total }, (_, k) => endpoint.amSend(pattern(size(k), 3000 + k), {
-          userHeader: userHeaderLength(k) > 0 ? pattern(userHeaderLength(k), 3500 + k) : null,
+        const sends = Array.from({ length: total }, (_, k) => endpoint.amSend(cPattern(size(k), 3000 + k), {
+          userHeader: userHeaderLength(k) > 0 ? cPattern(userHeaderLength(k), 3500 + k) : null,
           receiverCallbackInfo: hasCallback(k) ? { owner: OWNER, id: CALLBACK_ID_BASE + BigInt(k) } : null,
           memoryType: k >= n ? 1 : 0,
           memoryTypePolicy: k === n ? 'errorOnUnsupported' : 'fallbackToHost',
@@ -369,11 +355,11 @@ test('malformed tagMulti and AM headers from a C peer are typed errors, and late
       return true;
     });
     const [host] = await receive({ cudaFrames: 'host' });
-    verify(host as Uint8Array, 8, 7, 'the CUDA-marked frame, into host memory');
+    assertCPattern(host as Uint8Array, 8, 7, 'the CUDA-marked frame, into host memory');
     const valid = await receive();
     assert.equal(valid.length, 2);
-    verify(valid[0] as Uint8Array, 5, 1, 'frame 0 after the malformed ones');
-    verify(valid[1] as Uint8Array, 3, 2, 'frame 1 after the malformed ones');
+    assertCPattern(valid[0] as Uint8Array, 5, 1, 'frame 0 after the malformed ones');
+    assertCPattern(valid[1] as Uint8Array, 3, 2, 'frame 1 after the malformed ones');
 
     await assert.rejects(peer.guard(endpoint.amRecv(), 'amRecv'), formatError('AM flag 2'));
     await assert.rejects(peer.guard(endpoint.amRecv(), 'amRecv'), formatError('AM user-header size'));
@@ -394,16 +380,16 @@ test('ucxx-ts to ucxx-ts: tagMulti of 250 frames, amRecv cancellation, receiver-
   const ab = await deadline(a.connect('127.0.0.1', listener.port), 'connect');
   await deadline(ab.flush(), 'flush');
   const sizes = Array.from({ length: 250 }, (_, i) => (i * 997) % 5000);
-  const frames = sizes.map((size, i) => pattern(size, i));
+  const frames = sizes.map((size, i) => cPattern(size, i));
   const [received] = await deadline(Promise.all([b.tagMultiRecv(9n), ab.tagMultiSend(frames, 9n).promise]), 'tagMulti');
   assert.equal(received.length, 250);
-  received.forEach((frame, i) => verify(frame, sizes[i] as number, i, `frame ${i}`));
+  received.forEach((frame, i) => assertCPattern(frame, sizes[i] as number, i, `frame ${i}`));
 
   // Several receives started ahead, one tag: each gets its own message.
   const ahead = [b.tagMultiRecv(10n), b.tagMultiRecv(10n), b.tagMultiRecv(10n)];
-  for (let m = 0; m < 3; m++) void ab.tagMultiSend([pattern(m + 1, m), pattern(300, m)], 10n);
+  for (let m = 0; m < 3; m++) void ab.tagMultiSend([cPattern(m + 1, m), cPattern(300, m)], 10n);
   const results = await deadline(Promise.all(ahead), 'receives started ahead');
-  results.forEach((r, m) => { verify(r[0] as Uint8Array, m + 1, m, `message ${m}`); verify(r[1] as Uint8Array, 300, m, `message ${m}`); });
+  results.forEach((r, m) => { assertCPattern(r[0] as Uint8Array, m + 1, m, `message ${m}`); assertCPattern(r[1] as Uint8Array, 300, m, `message ${m}`); });
 
   assert.throws(() => ab.tagMultiSend([], 1n), RangeError);
   assert.throws(() => b.registerAmReceiverCallback({ owner: 'ucxx', id: 1 }, () => undefined), RangeError);
@@ -412,9 +398,9 @@ test('ucxx-ts to ucxx-ts: tagMulti of 250 frames, amRecv cancellation, receiver-
 
   // ucxx AM both ways, then an aborted and a closed-endpoint amRecv.
   const ba = accepted[0] as Endpoint;
-  await deadline(ab.amSend(pattern(10, 1), { userHeader: new Uint8Array([1, 2]) }), 'amSend');
+  await deadline(ab.amSend(cPattern(10, 1), { userHeader: new Uint8Array([1, 2]) }), 'amSend');
   const got = await deadline(ba.amRecv(), 'amRecv');
-  verify(got.data, 10, 1, 'AM data');
+  assertCPattern(got.data, 10, 1, 'AM data');
   assert.deepEqual([...got.userHeader], [1, 2]);
   // The largest header UCX takes (worker attribute max_am_header) goes through, eager and rendezvous; one
   // byte more is a RangeError before UCX sees it (UCX 1.13 aborts the process on it: "RTS is too big").
@@ -428,10 +414,10 @@ test('ucxx-ts to ucxx-ts: tagMulti of 250 frames, amRecv cancellation, receiver-
   const fits = limit - 14; // the header without receiver-callback info takes 14 bytes besides the user header
   assert.throws(() => ab.amSend(null, { userHeader: new Uint8Array(fits + 1) }), RangeError);
   for (const protocol of ['eager', 'rendezvous'] as const) {
-    await deadline(ab.amSend(pattern(64, 5), { userHeader: pattern(fits, 6), protocol }), `amSend with a ${fits}-byte user header`);
+    await deadline(ab.amSend(cPattern(64, 5), { userHeader: cPattern(fits, 6), protocol }), `amSend with a ${fits}-byte user header`);
     const big = await deadline(ba.amRecv(), 'amRecv with the largest header');
-    verify(big.userHeader, fits, 6, `${protocol}: the largest user header`);
-    verify(big.data, 64, 5, `${protocol}: data`);
+    assertCPattern(big.userHeader, fits, 6, `${protocol}: the largest user header`);
+    assertCPattern(big.data, 64, 5, `${protocol}: data`);
   }
   const controller = new AbortController();
   const aborted = ab.amRecv({ signal: controller.signal });

@@ -29,6 +29,7 @@ import {
   Context, ConnectionResetError, EndpointTimeoutError, HandshakeError, MessageFormatError, UCXX_PYTHON_FEATURES, type UcxxPythonEndpoint,
   type Worker, ClosedError, Endpoint, UcxError,
 } from 'ucxx-ts';
+import { assertCPattern, cPattern } from './helpers/pattern.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SOURCE = join(ROOT, 'test', 'c', 'ucxx_python_peer.c');
@@ -51,21 +52,6 @@ const CONNECT_TIMEOUT_MS = 1000;
 type Role = 'C listener, ucxx-ts client' | 'ucxx-ts listener, C client';
 const ROLES: Role[] = ['C listener, ucxx-ts client', 'ucxx-ts listener, C client'];
 
-/** Byte i of seed s, as in ucxx_python_peer.c: (uint8_t)((i * 131 + s * 7 + (i >> 8)) ^ (i >> 16)). */
-function pattern(length: number, seed: number): Uint8Array {
-  const out = new Uint8Array(length);
-  for (let i = 0; i < length; i++) out[i] = ((i * 131 + seed * 7 + (i >>> 8)) ^ (i >>> 16)) & 0xff;
-  return out;
-}
-
-function assertPattern(actual: Uint8Array, length: number, seed: number, what: string): void {
-  assert.equal(actual.byteLength, length, `${what}: ${actual.byteLength} bytes, expected ${length}`);
-  const expected = pattern(length, seed);
-  if (!Buffer.from(actual.buffer, actual.byteOffset, length).equals(Buffer.from(expected))) {
-    const i = expected.findIndex((b, j) => actual[j] !== b);
-    assert.fail(`${what} (${length} bytes): byte ${i} is 0x${actual[i]?.toString(16)}, expected 0x${expected[i]?.toString(16)}`);
-  }
-}
 
 // ---- the C peer --------------------------------------------------------------------------------
 
@@ -230,12 +216,12 @@ for (const role of ROLES) {
 
       // A: ucxx-ts -> C, all posted at once, in the order the C side receives them.
       const sends: Promise<void>[] = [];
-      SEND_SIZES.forEach((size, k) => sends.push(ep.send(pattern(size, 10 + k))));
-      sends.push(ep.sendMulti(MULTI_SIZES.map((size, i) => pattern(size, 20 + i))));
-      sends.push(ep.sendMulti(MANY_SIZES.map((size, i) => pattern(size, 30 + i))));
-      OBJ_SIZES.forEach((size, k) => sends.push(ep.sendObj(pattern(size, 40 + k))));
-      sends.push(ep.send(pattern(33, 50), { tag: USER_TAG }));
-      sends.push(ep.send(pattern(34, 51), { tag: FORCED_TAG, forceTag: true }));
+      SEND_SIZES.forEach((size, k) => sends.push(ep.send(cPattern(size, 10 + k))));
+      sends.push(ep.sendMulti(MULTI_SIZES.map((size, i) => cPattern(size, 20 + i))));
+      sends.push(ep.sendMulti(MANY_SIZES.map((size, i) => cPattern(size, 30 + i))));
+      OBJ_SIZES.forEach((size, k) => sends.push(ep.sendObj(cPattern(size, 40 + k))));
+      sends.push(ep.send(cPattern(33, 50), { tag: USER_TAG }));
+      sends.push(ep.send(cPattern(34, 51), { tag: FORCED_TAG, forceTag: true }));
       await peer.guard(Promise.all(sends), 'sending to the C peer');
 
       // B: C -> ucxx-ts.
@@ -243,22 +229,22 @@ for (const role of ROLES) {
         const buffer = new Uint8Array(size + 64);
         const length = await peer.guard(ep.recv(buffer), `recv ${k}`);
         assert.equal(length, size, `recv ${k}: length`);
-        assertPattern(buffer.subarray(0, size), size, 110 + k, `recv ${k}`);
+        assertCPattern(buffer.subarray(0, size), size, 110 + k, `recv ${k}`);
       }
       const frames = await peer.guard(ep.recvMulti(), 'recvMulti (5 frames)');
       assert.deepEqual(frames.map((f) => f.byteLength), MULTI_SIZES);
-      frames.forEach((frame, i) => assertPattern(frame, MULTI_SIZES[i] as number, 120 + i, `recvMulti frame ${i}`));
+      frames.forEach((frame, i) => assertCPattern(frame, MULTI_SIZES[i] as number, 120 + i, `recvMulti frame ${i}`));
       const many = await peer.guard(ep.recvMulti(), 'recvMulti (205 frames)');
       assert.deepEqual(many.map((f) => f.byteLength), MANY_SIZES);
-      many.forEach((frame, i) => assertPattern(frame, MANY_SIZES[i] as number, 130 + i, `recvMulti frame ${i} of 205`));
+      many.forEach((frame, i) => assertCPattern(frame, MANY_SIZES[i] as number, 130 + i, `recvMulti frame ${i} of 205`));
       for (const [k, size] of OBJ_SIZES.entries()) {
-        assertPattern(await peer.guard(ep.recvObj(), `recvObj ${k}`), size, 140 + k, `recvObj ${k}`);
+        assertCPattern(await peer.guard(ep.recvObj(), `recvObj ${k}`), size, 140 + k, `recvObj ${k}`);
       }
       const tagged = new Uint8Array(64);
       assert.equal(await peer.guard(ep.recv(tagged, { tag: USER_TAG }), 'recv with a user tag'), 33);
-      assertPattern(tagged.subarray(0, 33), 33, 150, 'recv with user tag -7');
+      assertCPattern(tagged.subarray(0, 33), 33, 150, 'recv with user tag -7');
       assert.equal(await peer.guard(ep.recv(tagged, { tag: FORCED_TAG, forceTag: true }), 'recv with a forced tag'), 34);
-      assertPattern(tagged.subarray(0, 34), 34, 151, 'recv with a forced tag');
+      assertCPattern(tagged.subarray(0, 34), 34, 151, 'recv with a forced tag');
 
       await peer.guard(ep.send(DONE), 'the acknowledgement');
       assert.equal(await peer.success(), 'OK');

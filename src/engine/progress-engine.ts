@@ -13,8 +13,8 @@
  * - 'manual': nothing runs by itself; the caller calls `worker.progress()`.
  *
  * Polling runs as a chain of microtasks, one `ucp_worker_progress` call per step, and lets the event
- * loop turn (I/O and timers run) every SLICE_MS. A turn of the loop costs ~3 us on these VMs (an
- * epoll_wait syscall and the timers' bookkeeping); a step costs a progress call. Code that waits on a
+ * loop turn (I/O and timers run) every SLICE_MS. A turn of the loop costs an epoll_wait syscall and the
+ * timers' bookkeeping (microseconds: docs/performance.md); a step costs a progress call. Code that waits on a
  * completion runs in the microtasks queued ahead of the next step, so it posts its next operation at
  * once.
  *
@@ -26,6 +26,11 @@ import { errorFromStatus } from '../errors.js';
 import { progressOnce } from './completions.js';
 import { InvalidArgumentError } from '../internal/misuse-errors.js';
 
+/**
+ * How a worker is progressed: 'event' sleeps in epoll until UCX has work (no CPU when idle),
+ * 'polling' spins while operations are in flight (lowest latency), 'manual' leaves it to
+ * `worker.progress()`.
+ */
 export type ProgressMode = 'event' | 'polling' | 'manual';
 
 /** Progress calls per drain before yielding to the event loop, so a flood cannot starve it. */

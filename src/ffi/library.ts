@@ -12,7 +12,9 @@ export type LibraryHandle = ReturnType<typeof koffi.load>;
 
 /** Raised when libucp/libucs cannot be loaded; says what to install instead of a koffi stack trace. */
 export class UcxLibraryNotFoundError extends Error {
+  /** Always 'UcxLibraryNotFoundError'. */
   override readonly name = 'UcxLibraryNotFoundError';
+  /** Always 'UCXX_ERR_LIBRARY_NOT_FOUND'. */
   readonly code = 'UCXX_ERR_LIBRARY_NOT_FOUND';
   constructor(library: string, tried: readonly string[], cause: unknown) {
     super(
@@ -34,9 +36,13 @@ export const SUPPORTED_UCX = { major: 1, minor: 13, text: '1.13.x' } as const;
  * validates (it would refuse genuine ones), so they are refused unless UCXX_TS_UCX_VERSION_CHECK=off.
  */
 export class UnsupportedUcxVersionError extends Error {
+  /** Always 'UnsupportedUcxVersionError'. */
   override readonly name = 'UnsupportedUcxVersionError';
+  /** Always 'UCXX_ERR_UCX_VERSION'. */
   readonly code = 'UCXX_ERR_UCX_VERSION';
+  /** The version of the library that was found, e.g. '1.16.0'. */
   readonly found: string;
+  /** The versions ucxx-ts supports, e.g. '1.13.x'. */
   readonly supported = SUPPORTED_UCX.text;
   constructor(found: string, library: string) {
     super(

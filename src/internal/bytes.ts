@@ -1,6 +1,7 @@
 /** Normalising the memory arguments users pass (ArrayBuffer, SharedArrayBuffer, any view). */
 import { ArgumentOutOfRangeError, InvalidArgumentError } from './misuse-errors.js';
 
+/** Bytes ucxx-ts reads or writes: any typed array or DataView, an ArrayBuffer or a SharedArrayBuffer. */
 export type BufferSource = ArrayBufferView | ArrayBuffer | SharedArrayBuffer;
 
 /** True for what ucxx-ts accepts as memory. */

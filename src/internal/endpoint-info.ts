@@ -52,7 +52,9 @@ export interface EndpointTransport {
   readonly usage: readonly LaneUsage[];
   /** Local resource index, path index, remote system device (255 = unknown): UCX's numbers, verbatim. */
   readonly resourceIndex: number | null;
+  /** The network path index UCX chose for the lane (null where it prints none). */
   readonly pathIndex: number | null;
+  /** The remote system-device index UCX reports for the lane (null where it prints none). */
   readonly remoteSystemDevice: number | null;
 }
 

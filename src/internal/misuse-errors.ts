@@ -8,13 +8,17 @@
 
 /** An argument of the wrong type or shape (a string for an options object, a detached buffer...). */
 export class InvalidArgumentError extends TypeError {
+  /** Always 'InvalidArgumentError'. */
   override readonly name: string = 'InvalidArgumentError';
+  /** Always 'UCXX_ERR_INVALID_ARG'. */
   readonly code: string = 'UCXX_ERR_INVALID_ARG';
 }
 
 /** A numeric argument outside what the operation accepts (negative, NaN, not an integer, too large). */
 export class ArgumentOutOfRangeError extends RangeError {
+  /** Always 'ArgumentOutOfRangeError'. */
   override readonly name: string = 'ArgumentOutOfRangeError';
+  /** Always 'UCXX_ERR_OUT_OF_RANGE'. */
   readonly code: string = 'UCXX_ERR_OUT_OF_RANGE';
 }
 
@@ -24,19 +28,25 @@ export class ArgumentOutOfRangeError extends RangeError {
  * runs out of memory rather than fail.
  */
 export class InsufficientMemoryError extends RangeError {
+  /** Always 'InsufficientMemoryError'. */
   override readonly name: string = 'InsufficientMemoryError';
+  /** Always 'UCXX_ERR_INSUFFICIENT_MEMORY'. */
   readonly code: string = 'UCXX_ERR_INSUFFICIENT_MEMORY';
 }
 
 /** `new` on a class that only ucxx-ts creates (Worker, Endpoint, MemoryHandle, Request, ...). */
 export class IllegalConstructorError extends TypeError {
+  /** Always 'IllegalConstructorError'. */
   override readonly name: string = 'IllegalConstructorError';
+  /** Always 'UCXX_ERR_ILLEGAL_CONSTRUCTOR'. */
   readonly code: string = 'UCXX_ERR_ILLEGAL_CONSTRUCTOR';
 }
 
 /** An operation the object's state does not allow (receiving a message twice, progress inside a callback). */
 export class InvalidStateError extends TypeError {
+  /** Always 'InvalidStateError'. */
   override readonly name: string = 'InvalidStateError';
+  /** Always 'UCXX_ERR_INVALID_STATE'. */
   readonly code: string = 'UCXX_ERR_INVALID_STATE';
 }
 

@@ -5,7 +5,9 @@
  * trusts its input completely.
  */
 export class RemoteKeyFormatError extends Error {
+  /** Always 'UCXX_ERR_REMOTE_KEY_FORMAT'. */
   readonly code = 'UCXX_ERR_REMOTE_KEY_FORMAT' as const;
+  /** Always 'RemoteKeyFormatError'. */
   override name = 'RemoteKeyFormatError';
 
   constructor(message: string, options?: ErrorOptions) {

@@ -24,10 +24,9 @@
  *
  * Consequence for the trailer: ucxx C++ accepts a key with our trailer exactly when the checksum is
  * computed over [8, end) *including the trailer*, which is what encodeSerializedRemoteKey does; ucxx then
- * ignores the trailer. (Checked on the development machine: the statements of ucxx's deserialize(),
- * compiled with g++, accepted keys encoded here with each access value, ucp_ep_rkey_unpack took the
- * packed key and a put through it landed; without `access`, the encoding here is byte-identical to what
- * ucxx's serialize() produces.) Keys from ucxx C++ have no trailer and decode here with access 'read-write' (ucxx
+ * ignores the trailer (docs/performance.md records how that was checked against ucxx's own code);
+ * without `access`, the encoding here is byte-identical to what ucxx's serialize() produces. Keys from
+ * ucxx C++ have no trailer and decode here with access 'read-write' (ucxx
  * has no notion of access rights; its regions are mapped read-write).
  *
  * ucxx-ts access trailer (9 bytes, immediately after the size field):
@@ -51,13 +50,14 @@ import { parsePackedRkey, type ParsedPackedRkey, type ParsePackedRkeyOptions } f
 import { InvalidArgumentError, ArgumentOutOfRangeError } from './misuse-errors.js';
 import { show } from './bytes.js';
 
+/** The RMA a remote key allows: gets, puts, or both. */
 export type RemoteKeyAccess = 'read' | 'write' | 'read-write';
 
 /** checksum + N + base + size. */
 export const SERIALIZED_REMOTE_KEY_FIXED_SIZE = 32;
 /**
  * Largest packed rkey accepted. UCX 1.13's own maximum is 8 + 1 + 64 * (1 + 255) + 1 + 64 * 3 = 16,586
- * bytes; real keys on this machine are 9-34 bytes.
+ * bytes; real keys are a few tens of bytes.
  */
 export const MAX_PACKED_RKEY_SIZE = 64 * 1024;
 

@@ -36,9 +36,15 @@ export interface AmReceiverCallbackInfo {
 export interface UcxxAmHeader {
   /** The sender's memory type (`ucs_memory_type_t`: 0 is host; other numbers vary between UCX releases). */
   readonly memoryType: number;
+  /** What the receiver does with memory of a type it cannot allocate. */
   readonly memoryTypePolicy: AmMemoryTypePolicy;
   /** The receiver callback the sender named, or null. */
-  readonly receiverCallbackInfo: { readonly owner: string; readonly id: bigint } | null;
+  readonly receiverCallbackInfo: {
+    /** The owner name. */
+    readonly owner: string;
+    /** The callback id. */
+    readonly id: bigint;
+  } | null;
   /** The user header (a copy; empty when none). */
   readonly userHeader: Uint8Array;
 }
@@ -88,12 +94,15 @@ export function toAmCallbackId(id: unknown): bigint {
   throw new InvalidArgumentError(`the receiver-callback id must be a number or a bigint, got ${typeof id}`);
 }
 
+/** What `encodeUcxxAmHeader()` writes besides the memory type. */
 export interface EncodeAmHeaderOptions {
   /** Default 0 (host). */
   memoryType?: number;
   /** Default 'fallbackToHost'. */
   memoryTypePolicy?: AmMemoryTypePolicy;
+  /** The receiver callback the message names (ucxx's `AmReceiverCallbackInfo`), or none. */
   receiverCallbackInfo?: AmReceiverCallbackInfo | null;
+  /** Bytes the receiver gets as the message's user header. */
   userHeader?: Uint8Array | null;
 }
 

@@ -8,7 +8,9 @@ export type UcxxHeaderKind = 'tag-multi' | 'am';
 
 /** A ucxx tagMulti header or AM header from a peer is malformed (length, flags, counts, sizes, padding). */
 export class UcxxHeaderFormatError extends Error {
+  /** Always 'UCXX_ERR_HEADER_FORMAT'. */
   readonly code = 'UCXX_ERR_HEADER_FORMAT' as const;
+  /** Always 'UcxxHeaderFormatError'. */
   override name = 'UcxxHeaderFormatError';
   /** 'tag-multi' (the `ucxx::Header` of tagMulti) or 'am' (ucxx's active-message header). */
   readonly header: UcxxHeaderKind;
@@ -25,7 +27,9 @@ export class UcxxHeaderFormatError extends Error {
  * the next tagMulti message on that tag is read from its start.
  */
 export class UcxxCudaFrameError extends Error {
+  /** Always 'UCXX_ERR_CUDA_FRAME'. */
   readonly code = 'UCXX_ERR_CUDA_FRAME' as const;
+  /** Always 'UcxxCudaFrameError'. */
   override name = 'UcxxCudaFrameError';
   /** The indices of the frames the sender marked as CUDA memory. */
   readonly frames: readonly number[];

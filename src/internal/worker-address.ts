@@ -60,7 +60,9 @@ import { InvalidArgumentError } from './misuse-errors.js';
 
 /** Thrown for a worker address that is not shaped like one `ucp_worker_query` packs. */
 export class WorkerAddressFormatError extends Error {
+  /** Always 'UCXX_ERR_WORKER_ADDRESS_FORMAT'. */
   readonly code = 'UCXX_ERR_WORKER_ADDRESS_FORMAT' as const;
+  /** Always 'WorkerAddressFormatError'. */
   override name = 'WorkerAddressFormatError';
 
   constructor(message: string, options?: ErrorOptions) {

@@ -22,6 +22,7 @@ import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstruct
 
 const FULL_MASK = (1n << 64n) - 1n;
 
+/** Options of the ucxx Python message helpers' sends. */
 export interface UcxxPythonTagOptions {
   /** A user tag (an integer), combined with the endpoint's tag as ucxx Python combines it. */
   tag?: bigint | number;
@@ -29,11 +30,13 @@ export interface UcxxPythonTagOptions {
   forceTag?: boolean;
 }
 
+/** Options of the receives into a buffer you give. */
 export interface UcxxPythonRecvOptions extends UcxxPythonTagOptions {
   /** Rejects the receive with CanceledError when aborted. */
   signal?: AbortSignal;
 }
 
+/** Options of the receives that allocate what arrives. */
 export interface UcxxPythonAllocatingRecvOptions extends UcxxPythonRecvOptions {
   /**
    * The most bytes the peer may make this receive allocate (recvObj's object; recvMulti's frames
@@ -48,6 +51,15 @@ function limitOf(options: UcxxPythonAllocatingRecvOptions): number {
   return Math.min(max, bufferConstants.MAX_LENGTH);
 }
 
+/**
+ * An endpoint paired with a ucxx Python peer (its handshake done): ucxx Python's send/recv,
+ * sendMulti/recvMulti and sendObj/recvObj framing on the exchanged tags.
+ *
+ * ```ts
+ * const ep = await worker.connect(host, port, { handshake: 'ucxx-python' });
+ * await ep.send(data);
+ * ```
+ */
 export class UcxxPythonEndpoint implements AsyncDisposable {
   /** The underlying Endpoint (for RMA, flush, events...). */
   readonly endpoint: Endpoint;
@@ -184,6 +196,7 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
     return this.endpoint.close();
   }
 
+  /** The same as `close()`, for `await using`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

@@ -20,8 +20,11 @@ export type HandshakeFailure =
  * closed by the time this is thrown.
  */
 export class HandshakeError extends Error {
+  /** Always 'HandshakeError'. */
   override readonly name = 'HandshakeError';
+  /** Always 'UCXX_ERR_HANDSHAKE'. */
   readonly code = 'UCXX_ERR_HANDSHAKE' as const;
+  /** What went wrong: 'checksum', 'truncated', 'timeout' or 'failed'. */
   readonly reason: HandshakeFailure;
   /** How many bytes of the peer's 16-byte peer information had arrived. */
   readonly received: number;
@@ -40,7 +43,9 @@ export class HandshakeError extends Error {
  * The endpoint's message sequence is no longer in step after it: close the endpoint.
  */
 export class MessageFormatError extends Error {
+  /** Always 'MessageFormatError'. */
   override readonly name = 'MessageFormatError';
+  /** Always 'UCXX_ERR_MESSAGE_FORMAT'. */
   readonly code = 'UCXX_ERR_MESSAGE_FORMAT' as const;
 
   constructor(message: string, options?: ErrorOptions) {

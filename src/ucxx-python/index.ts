@@ -15,9 +15,11 @@ export {
 } from './endpoint.js';
 export { UcxxPythonListener, type UcxxPythonListenerOptions, type UcxxPythonListenerEvents } from './listener.js';
 export { UCXX_PYTHON_FEATURES, DEFAULT_CONNECT_TIMEOUT_MS } from './handshake.js';
-export { hash64bits, pyRepr, pyHashInt, encodePeerInfo, decodePeerInfo, PEER_INFO_BYTES } from './peer-info.js';
+export { hash64bits, pyRepr, pyHashInt, encodePeerInfo, decodePeerInfo, PEER_INFO_BYTES, type PyValue } from './peer-info.js';
 
+/** Options of `worker.connect()` that pair the endpoint with a ucxx Python listener. */
 export interface UcxxPythonConnectOptions extends EndpointOptions {
+  /** Run ucxx Python's endpoint handshake after connecting. */
   handshake: 'ucxx-python';
   /** How long each step of the handshake may take, in ms. Default 5000 (ucxx Python's 5 s). */
   connectTimeout?: number;

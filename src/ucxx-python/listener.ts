@@ -11,17 +11,29 @@ import { UcxxPythonEndpoint } from './endpoint.js';
 import { checkTimeout, exchangePeerInfo } from './handshake.js';
 import { InvalidArgumentError, INTERNAL, checkConstructorToken } from '../internal/misuse-errors.js';
 
+/** Options of `worker.listen()` whose endpoints pair with ucxx Python clients. */
 export interface UcxxPythonListenerOptions extends ListenerOptions {
+  /** Run ucxx Python's endpoint handshake on every accepted connection. */
   handshake: 'ucxx-python';
   /** How long each step of the handshake may take, in ms. Default 5000 (ucxx Python's 5 s). */
   connectTimeout?: number;
 }
 
+/** The events of a UcxxPythonListener. */
 export interface UcxxPythonListenerEvents {
   /** A connection whose handshake failed; its endpoint is already closed. */
   handshakeError: [error: HandshakeError];
 }
 
+/**
+ * A listener whose accepted endpoints run ucxx Python's handshake before they are handed out; a
+ * failed handshake is a `'handshakeError'` event.
+ *
+ * ```ts
+ * const listener = worker.listen({ port: 0, handshake: 'ucxx-python' });
+ * for await (const ep of listener) ep.send(hello);
+ * ```
+ */
 export class UcxxPythonListener extends EventEmitter<UcxxPythonListenerEvents>
   implements AsyncIterable<UcxxPythonEndpoint>, Disposable {
   /** The plain listener underneath. */
@@ -77,6 +89,7 @@ export class UcxxPythonListener extends EventEmitter<UcxxPythonListenerEvents>
     return this.listener.host;
   }
 
+  /** True once closed. */
   get closed(): boolean {
     return this.listener.closed;
   }
@@ -104,6 +117,7 @@ export class UcxxPythonListener extends EventEmitter<UcxxPythonListenerEvents>
     for (const waiter of this.#waiting.splice(0)) waiter({ value: undefined, done: true });
   }
 
+  /** The same as `close()`, for `using`. */
   [Symbol.dispose](): void {
     this.close();
   }

@@ -28,3 +28,20 @@ export function firstMismatch(actual: Uint8Array, expected: Uint8Array): number 
   for (let i = 0; i < actual.length; i++) if (actual[i] !== expected[i]) return i;
   return -1;
 }
+
+/** `length` bytes of seed `seed` as the C peers (test/c/*.c) write them: byte i is (uint8_t)((i*131 + s*7 + (i>>8)) ^ (i>>16)). */
+export function cPattern(length: number, seed: number): Uint8Array {
+  const out = new Uint8Array(length);
+  for (let i = 0; i < length; i++) out[i] = ((i * 131 + seed * 7 + (i >>> 8)) ^ (i >>> 16)) & 0xff;
+  return out;
+}
+
+/** Asserts that `actual` is exactly `cPattern(length, seed)`, naming the first wrong byte. */
+export function assertCPattern(actual: Uint8Array, length: number, seed: number, what: string): void {
+  if (actual.byteLength !== length) throw new Error(`${what}: ${actual.byteLength} bytes, expected ${length}`);
+  const expected = cPattern(length, seed);
+  const i = firstMismatch(actual, expected);
+  if (i >= 0) {
+    throw new Error(`${what} (${length} bytes): byte ${i} is 0x${(actual[i] ?? 0).toString(16)}, expected 0x${(expected[i] ?? 0).toString(16)}`);
+  }
+}
