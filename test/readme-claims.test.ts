@@ -234,10 +234,15 @@ describe('stream cancellation', () => {
     test(`a stream receive cancelled (${how}) while waiting loses no data: the next streamRecv gets every byte, in order`, async () => {
       await using context = new Context();
       const pair = await connectedPair(context);
-      // The receiving side is the connecting one: an accepted endpoint reads ahead until its first
-      // streamRecv, which would take the bytes before the cancelled receive could.
       const receiver = pair.clientEndpoint;
       const sender = pair.serverEndpoint;
+      // Endpoints read their stream ahead until the first streamRecv, whose bytes come from that
+      // read-ahead: a first exchange ends it, so the receive cancelled below is the one UCX holds.
+      const first = pattern(1, 1);
+      await within(sender.streamSend(first), 5000, 'the first streamSend');
+      const firstBack = new Uint8Array(1);
+      await within(receiver.streamRecv(firstBack, { waitAll: true }), 5000, 'the first streamRecv');
+      assert.equal(firstMismatch(firstBack, first), -1);
       const controller = new AbortController();
       const waiting = receiver.streamRecv(new Uint8Array(4096), { signal: controller.signal });
       await sleep(20);
