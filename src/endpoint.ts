@@ -29,6 +29,7 @@ import { buildIov } from './internal/iov.js';
 import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import { kRequests } from './internal/symbols.js';
+import { StreamReceiver } from './endpoint/stream-receiver.js';
 import { featureMismatchHint } from './internal/hints.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
 import { AM_ID_MAX } from './active-message.js';
@@ -158,18 +159,6 @@ function errorCallbackAddress(): bigint {
 
 type State = 'open' | 'failed' | 'closing' | 'closed';
 
-interface StreamReceive {
-  readonly request: Request<number>;
-  readonly bytes: Uint8Array;
-  readonly waitAll: boolean;
-  served: number;
-  /** A read-ahead of ours (see _readStreamAhead): what it receives goes to the stash. */
-  readonly ahead?: boolean;
-}
-
-/** Read-ahead chunk, and how much may wait in the stash before reading ahead stops. */
-const READ_AHEAD_CHUNK = 64 * 1024;
-const READ_AHEAD_LIMIT = 1024 * 1024;
 
 /** The events of an Endpoint. */
 export interface EndpointEvents {
@@ -209,12 +198,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   readonly #rkeyHandles = new Set<bigint>();
   /** Receives posted through this endpoint (they are worker-wide in UCP): cancelled when it closes. */
   readonly #receives = new Set<AnyRequest>();
-  /** Stream bytes that arrived into receives cancelled after UCX had taken them. */
-  readonly #streamStash: Uint8Array[] = [];
-  /** Stream receives in order; the head may be posted to UCX. */
-  readonly #streamQueue: StreamReceive[] = [];
-  /** The one stream receive posted to UCX, if any. */
-  #streamActive: AnyRequest | null = null;
+  /** The stream's receives, and the bytes that arrived with nobody waiting. */
+  readonly #stream: StreamReceiver;
   /** The context's failureTimeout (ms; Infinity: no watchdog). */
   readonly #failureTimeout: number;
   /** Operations in flight that only the peer's UCX has to answer (RMA, atomics, flush): they arm the watchdog. */
@@ -247,6 +232,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     checkConstructorToken(token, 'Endpoint', 'worker.connect(), worker.connectToAddress() or a Listener');
     super();
     this.#worker = worker;
+    this.#stream = new StreamReceiver({
+      worker,
+      receives: this.#receives,
+      openHandle: () => (this.#state === 'open' ? this.#handle : null),
+    });
     this.#peer = peer;
     this.#peerMode = errorMode === null ? null : errorMode === 'peer';
     const closeTimeout = options.closeTimeout ?? 5000;
@@ -300,9 +290,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * ```
    */
   get streamBufferedBytes(): number {
-    let total = 0;
-    for (const chunk of this.#streamStash) total += chunk.byteLength;
-    return total;
+    return this.#stream.bufferedBytes;
   }
 
   /**
@@ -537,157 +525,23 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     options = optionsObject(options, 'streamRecv options');
     const bytes = asBytes(buffer, 'streamRecv buffer');
     if (bytes.byteLength === 0) throw new ArgumentOutOfRangeError('streamRecv needs a buffer of at least 1 byte');
-    if (this.#state !== 'open' && this.#streamStash.length > 0 && this.#streamQueue.length === 0) {
+    if (this.#state !== 'open') {
       // The peer is gone, but bytes it sent before were read ahead: they are still the stream's.
-      const request = new Request<number>(INTERNAL, null, ResultKind.Length, 'streamRecv', bytes);
-      request._settle(0, this.#takeStash(bytes), 0n);
-      return request;
+      const served = this.#stream.recvClosed(bytes);
+      if (served !== null) return served;
     }
     this._live('streamRecv');
     if (options.signal?.aborted === true) return this.#worker._aborted('streamRecv');
-    this.#stopReadingAhead();
-    return this.#queueStreamRecv(bytes, options.waitAll === true, options.signal, false);
+    this.#stream.stopReadingAhead();
+    return this.#stream.recv(bytes, options.waitAll === true, options.signal);
   }
-
-  #queueStreamRecv(bytes: Uint8Array, waitAll: boolean, signal: AbortSignal | undefined, ahead: boolean): Request<number> {
-    const request = new Request<number>(INTERNAL, null, ResultKind.Length, 'streamRecv', bytes);
-    const entry: StreamReceive = { request, bytes, waitAll, served: 0, ahead };
-    this.#streamQueue.push(entry);
-    request._group = this.#receives;
-    this.#receives.add(request);
-    // UCX 1.13 cannot cancel a stream receive: a cancelled one is settled at once, and bytes that UCX
-    // later puts into it are kept for the next receive, so none are lost and the order holds.
-    request._cancelFallback = () => {
-      const i = this.#streamQueue.indexOf(entry);
-      if (i > 0 || (i === 0 && this.#streamActive === null)) this.#streamQueue.splice(i, 1);
-      request._abandon('canceled');
-    };
-    request._bindSignal(signal);
-    this.#pumpStream();
-    return request;
-  }
-
-  #readingAhead = false;
 
   /**
-   * @internal Reads the stream ahead into the stash until the application's first `streamRecv`. UCX
-   * drops an endpoint's unreceived stream data when the peer goes away, so a client that sends and
-   * closes at once would lose its bytes before the application could ask for them.
+   * @internal Reads the stream ahead until the application's first `streamRecv` (accepted and
+   * connecting endpoints of a context with the stream feature): see StreamReceiver.readAhead.
    */
   _readStreamAhead(): void {
-    this.#readingAhead = true;
-    this.#queueStreamRecv(new Uint8Array(READ_AHEAD_CHUNK), false, undefined, true);
-  }
-
-  #stopReadingAhead(): void {
-    if (!this.#readingAhead) return;
-    this.#readingAhead = false;
-    // The application's receive waits behind the read-ahead's UCX receive, which UCX cannot cancel.
-    if (this.#streamActive !== null) this.#worker[kRequests].foreground(this.#streamActive);
-    for (const entry of this.#streamQueue) if (entry.ahead === true) entry.request.cancel();
-  }
-
-  /**
-   * Serves queued stream receives in order: first from bytes kept from cancelled receives, then with one
-   * `ucp_stream_recv_nbx` at a time into the head receive's buffer.
-   */
-  #pumpStream(): void {
-    if (this.#streamActive !== null) this.#serveStashBehindCancelled();
-    while (this.#streamActive === null && this.#streamQueue.length > 0) {
-      const head = this.#streamQueue[0] as StreamReceive;
-      if (head.request.completed) {
-        this.#streamQueue.shift();
-        continue;
-      }
-      if (head.ahead !== true) head.served += this.#takeStash(head.bytes.subarray(head.served));
-      if (head.served === head.bytes.byteLength || (head.served > 0 && !head.waitAll)) {
-        this.#streamQueue.shift();
-        head.request._settle(0, head.served, 0n);
-        continue;
-      }
-      if (this.#state !== 'open' || this.#handle === null) return;
-      const worker = this.#worker;
-      const target = head.bytes.subarray(head.served);
-      const requests = worker[kRequests];
-      const { streamRecv: block, streamLength } = requests.params;
-      block.setFlags(head.waitAll ? Number(K.UCP_STREAM_RECV_FLAG_WAITALL) : 0);
-      const ucxRequest = requests.open<number>(block, ResultKind.Length, 'streamRecv', target);
-      // Nobody waits on a read-ahead until the first streamRecv (#stopReadingAhead brings it forward).
-      ucxRequest._background = head.ahead === true;
-      const ptr = ucx().ucp_stream_recv_nbx(this.#handle, target, target.byteLength, streamLength.address, block.address);
-      const immediate = ptr === null ? Number(streamLength.u64()) : 0;
-      requests.track(ucxRequest, block, ptr, immediate);
-      if (ucxRequest.completed) {
-        this.#streamDone(head, target, ucxRequest.status, immediate, ucxRequest, ucxRequest.error);
-        return;
-      }
-      this.#streamActive = ucxRequest;
-      ucxRequest._onSettle = (status, length, error) => this.#streamDone(head, target, status, length, ucxRequest, error);
-    }
-  }
-
-  /**
-   * While a cancelled receive (or a read-ahead) still owns the one UCX stream receive, the receives
-   * behind it take what the stash already holds: those bytes came first, and UCX may never complete
-   * the outstanding receive if the peer sends nothing more.
-   */
-  #serveStashBehindCancelled(): void {
-    const queue = this.#streamQueue;
-    const owner = queue[0];
-    if (owner === undefined || !(owner.request.completed || owner.ahead === true)) return;
-    let i = 1;
-    while (i < queue.length && this.#streamStash.length > 0) {
-      const entry = queue[i] as StreamReceive;
-      if (entry.request.completed || entry.ahead === true) {
-        i++;
-        continue;
-      }
-      entry.served += this.#takeStash(entry.bytes.subarray(entry.served));
-      if (entry.served < entry.bytes.byteLength && (entry.served === 0 || entry.waitAll)) return;
-      queue.splice(i, 1);
-      entry.request._settle(0, entry.served, 0n);
-    }
-  }
-
-  #streamDone(
-    head: StreamReceive, target: Uint8Array, status: number, length: number, ucxRequest: Request<number>,
-    error?: Error,
-  ): void {
-    if (this.#streamActive === ucxRequest) this.#streamActive = null;
-    if (this.#streamQueue[0] === head) this.#streamQueue.shift();
-    if (head.request.completed || head.ahead === true) {
-      // Cancelled meanwhile, or read ahead: keep what arrived for the next receive.
-      if (status === 0 && length > 0) this.#streamStash.push(target.slice(0, length));
-      if (head.ahead === true) {
-        this.#receives.delete(head.request);
-        head.request._settle(status === 0 ? 0 : status, 0, 0n);
-        if (status === 0 && this.#readingAhead && this.streamBufferedBytes < READ_AHEAD_LIMIT && this.#state === 'open') {
-          this.#queueStreamRecv(new Uint8Array(READ_AHEAD_CHUNK), false, undefined, true);
-          return;
-        }
-      }
-    } else if (status === 0) {
-      head.served += length;
-      if (head.waitAll && head.served < head.bytes.byteLength) this.#streamQueue.unshift(head);
-      else head.request._settle(0, head.served, 0n);
-    } else {
-      head.request._fail(error ?? new CanceledError('streamRecv'));
-    }
-    this.#pumpStream();
-  }
-
-  /** Moves stashed stream bytes into `bytes`; returns how many. */
-  #takeStash(bytes: Uint8Array): number {
-    let filled = 0;
-    while (filled < bytes.byteLength && this.#streamStash.length > 0) {
-      const head = this.#streamStash[0] as Uint8Array;
-      const n = Math.min(head.byteLength, bytes.byteLength - filled);
-      bytes.set(head.subarray(0, n), filled);
-      filled += n;
-      if (n === head.byteLength) this.#streamStash.shift();
-      else this.#streamStash[0] = head.subarray(n);
-    }
-    return filled;
+    this.#stream.readAhead();
   }
 
   /**
@@ -1125,7 +979,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       if (request._owner === this) request._failDetached(closed);
     }
     for (const request of [...this.#receives]) request._abandon('the endpoint was closed');
-    this.#streamQueue.length = 0;
+    this.#stream.clear();
     this.#handle = null;
     this.#state = 'closed';
     endpoints.delete(this.#id);
@@ -1198,7 +1052,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   /** Whether a receive of the application waits on this endpoint (a read-ahead of ours does not count). */
   #waitingToReceive(): boolean {
     for (const request of this.#receives) {
-      if (!this.#streamQueue.some((entry) => entry.ahead === true && entry.request === request)) return true;
+      if (!this.#stream.isReadAhead(request)) return true;
     }
     return false;
   }
