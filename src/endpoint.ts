@@ -19,7 +19,7 @@ import { debug } from './internal/debug-log.js';
 import { EventEmitter } from 'node:events';
 import {
   CONSTANTS, OutCell, StructBuffer, UCS_ERR_CANCELED, UCS_ERR_CONNECTION_RESET, UCS_ERR_INVALID_PARAM, UCS_ERR_UNREACHABLE,
-  addressOf, captureStream, layouts, registerCallback, statusOfPtr, ucpVersion, ucx, withUcxLogsQuiet,
+  captureStream, layouts, registerCallback, statusOfPtr, ucx, withUcxLogsQuiet,
 } from './ffi/index.js';
 import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
@@ -30,6 +30,7 @@ import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import { kRequests } from './internal/symbols.js';
 import { StreamReceiver } from './endpoint/stream-receiver.js';
+import { ATOMIC_LABEL, ATOMIC_OPS, fetchBitwiseByCompareAndSwap, isFetchBitwiseBroken, postAtomic, toWord } from './endpoint/atomics.js';
 import { featureMismatchHint } from './internal/hints.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
 import { AM_ID_MAX } from './active-message.js';
@@ -65,10 +66,6 @@ export interface AmSendOptions extends OperationOptions {
 /** The remote atomic operations: `add`, `and`, `or`, `xor`, `swap` and compare-and-swap (`cswap`). */
 export type AtomicOp = 'add' | 'and' | 'or' | 'xor' | 'swap' | 'cswap';
 /** Each operation's name in errors (constants: no string built per operation). */
-const ATOMIC_LABEL: Readonly<Record<AtomicOp, string>> = {
-  add: 'atomic add', and: 'atomic and', or: 'atomic or', xor: 'atomic xor', swap: 'atomic swap', cswap: 'atomic cswap',
-};
-
 export interface AtomicOptions extends OperationOptions {
   /** Operand width; default 64 for a bigint value, 32 for a number. */
   width?: 32 | 64;
@@ -106,41 +103,6 @@ export interface EndpointOptions {
 const K = CONSTANTS;
 const REQ = layouts.ucp_request_param_t.offsets;
 const FULL_MASK = (1n << 64n) - 1n;
-
-const ATOMIC_OPS: Record<AtomicOp, number> = {
-  add: Number(K.UCP_ATOMIC_OP_ADD),
-  and: Number(K.UCP_ATOMIC_OP_AND),
-  or: Number(K.UCP_ATOMIC_OP_OR),
-  xor: Number(K.UCP_ATOMIC_OP_XOR),
-  swap: Number(K.UCP_ATOMIC_OP_SWAP),
-  cswap: Number(K.UCP_ATOMIC_OP_CSWAP),
-};
-const ATOMIC_POST_MASK = Number(K.UCP_OP_ATTR_FIELD_CALLBACK | K.UCP_OP_ATTR_FIELD_USER_DATA | K.UCP_OP_ATTR_FIELD_DATATYPE);
-const ATOMIC_FETCH_MASK = ATOMIC_POST_MASK | Number(K.UCP_OP_ATTR_FIELD_REPLY_BUFFER);
-
-/** A value as an unsigned word of `width` bits (negative numbers wrap, as in C). */
-function toWord(value: number | bigint, width: 32 | 64, what: string): bigint {
-  if (typeof value === 'number') {
-    if (!Number.isSafeInteger(value)) throw new ArgumentOutOfRangeError(`${what} must be an integer, got ${show(value)}`);
-    value = BigInt(value);
-  } else if (typeof value !== 'bigint') {
-    throw new InvalidArgumentError(`${what} must be a number or a bigint`);
-  }
-  const min = -(1n << BigInt(width - 1));
-  const max = (1n << BigInt(width)) - 1n;
-  if (value < min || value > max) throw new ArgumentOutOfRangeError(`${what} ${value} does not fit in ${width} bits`);
-  return BigInt.asUintN(width, value);
-}
-
-/** UCX 1.13 computes fetching and/or/xor wrongly over shared memory (see #fetchBitwiseByCompareAndSwap). */
-let fetchBitwiseBroken: boolean | undefined;
-function isFetchBitwiseBroken(): boolean {
-  if (fetchBitwiseBroken === undefined) {
-    const [major, minor] = ucpVersion();
-    fetchBitwiseBroken = major === 1 && minor <= 13;
-  }
-  return fetchBitwiseBroken;
-}
 
 const endpoints = new SlotTable<Endpoint>();
 
@@ -685,8 +647,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: AtomicOptions = {}): Request<number | bigint | undefined> {
     const ep = this._live('atomic');
     if (!(remoteKey instanceof RemoteKey)) throw new InvalidArgumentError('atomic: remoteKey must be a RemoteKey');
-    const opcode = typeof op === 'string' && Object.hasOwn(ATOMIC_OPS, op) ? ATOMIC_OPS[op] : undefined;
-    if (opcode === undefined) throw new InvalidArgumentError(`atomic op must be one of ${Object.keys(ATOMIC_OPS).join(', ')}, got ${show(op)}`);
+    if (typeof op !== 'string' || !Object.hasOwn(ATOMIC_OPS, op)) throw new InvalidArgumentError(`atomic op must be one of ${Object.keys(ATOMIC_OPS).join(', ')}, got ${show(op)}`);
     const width = options.width ?? (typeof value === 'bigint' ? 64 : 32);
     if (width !== 32 && width !== 64) throw new ArgumentOutOfRangeError(`atomic width must be 32 or 64, got ${show(width)}`);
     const bytes = width / 8;
@@ -701,77 +662,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const signal = options.signal;
     if (signal?.aborted === true) return this.#worker._aborted(ATOMIC_LABEL[op]);
     if (fetch && (op === 'and' || op === 'or' || op === 'xor') && isFetchBitwiseBroken()) {
-      return this.#fetchBitwiseByCompareAndSwap(op, remoteKey, offset, operand, width, signal);
+      return fetchBitwiseByCompareAndSwap(this, op, remoteKey, offset, operand, width, signal);
     }
-    const requests = this.#worker[kRequests];
-    const params = requests.params;
-    if (width === 64) params.atomicOperand.buffer.writeBigUInt64LE(operand, 0);
-    else params.atomicOperand.buffer.writeUInt32LE(Number(operand), 0);
-    let reply: Uint8Array | null = null;
-    if (fetch) {
-      // From Node's pooled slab, already off V8's heap: C writes into it without moving it first.
-      reply = Buffer.allocUnsafe(8).fill(0);
-      if (op === 'cswap') {
-        const compare = options.compare;
-        if (compare === undefined) throw new InvalidArgumentError("atomic 'cswap' needs options.compare");
-        // UCX: the operand buffer holds the value to compare with; the reply buffer the value to store.
-        const expected = toWord(compare, width, 'compare');
-        const view = new DataView(reply.buffer, reply.byteOffset, 8);
-        if (width === 64) {
-          params.atomicOperand.buffer.writeBigUInt64LE(expected, 0);
-          view.setBigUint64(0, operand, true);
-        } else {
-          params.atomicOperand.buffer.writeUInt32LE(Number(expected), 0);
-          view.setUint32(0, Number(operand), true);
-        }
-      }
-    }
-    const block = params.atomic;
-    block.buffer.writeUInt32LE(width, REQ.datatype); // ucp_dt_make_contig(n) = n << 3: 32 for 4 bytes, 64 for 8
-    block.buffer.writeUInt32LE(fetch ? ATOMIC_FETCH_MASK : ATOMIC_POST_MASK, REQ.op_attr_mask);
-    const operandAddress = params.atomicOperand.address;
-    if (reply === null) {
-      const request = requests.void(
-        requests.slot(block), ucx().ucp_atomic_op_nbx(ep, opcode, operandAddress, 1, address, rkey, block.address), ATOMIC_LABEL[op], null,
-      ) as Request<unknown> as Request<number | bigint | undefined>;
-      return request.completed ? request : this.#inFlight(request, true, signal);
-    }
-    const kind = width === 64 ? ResultKind.Reply64 : ResultKind.Reply32;
-    block.buffer.writeBigUInt64LE(addressOf(reply), REQ.reply_buffer);
-    const request = requests.open<number | bigint | undefined>(block, kind, ATOMIC_LABEL[op], reply);
-    request._reply = reply;
-    requests.track(request, block, ucx().ucp_atomic_op_nbx(ep, opcode, operandAddress, 1, address, rkey, block.address));
+    const request = postAtomic(this.#worker[kRequests], ep, op, width, fetch, address, rkey, operand, options.compare);
     return request.completed ? request : this.#inFlight(request, true, signal);
-  }
-
-  /**
-   * Fetching and/or/xor as a compare-and-swap loop. UCX 1.13 computes them with the wrong operand on its
-   * shared-memory transports (the C program in docs/ucx-1.13-bugs/amo_fetch_bitwise.c shows it: fetch-and of 12
-   * with 10 leaves 12), so ucxx-ts builds them from fetch-add(0) and cswap, which are correct everywhere.
-   */
-  #fetchBitwiseByCompareAndSwap(
-    op: 'and' | 'or' | 'xor', key: RemoteKey, offset: number | bigint, operand: bigint, width: 32 | 64,
-    signal: AbortSignal | undefined,
-  ): Request<number | bigint | undefined> {
-    const request = new Request<number | bigint | undefined>(
-      INTERNAL, null, width === 64 ? ResultKind.Reply64 : ResultKind.Reply32, `atomic ${op}`, null,
-    );
-    const apply = (v: bigint): bigint => BigInt.asUintN(width, op === 'and' ? v & operand : op === 'or' ? v | operand : v ^ operand);
-    const read = (v: number | bigint | undefined): bigint => BigInt(v ?? 0);
-    const word = (v: bigint): number | bigint => (width === 64 ? v : Number(v));
-    void (async () => {
-      let current = read(await this.atomic('add', key, offset, word(0n), { fetch: true, width, signal }));
-      for (;;) {
-        const seen = read(await this.atomic('cswap', key, offset, word(apply(current)), { compare: word(current), width, signal }));
-        if (seen === current) break;
-        current = seen;
-      }
-      const reply = new Uint8Array(8);
-      new DataView(reply.buffer).setBigUint64(0, current, true);
-      request._reply = reply;
-      request._settle(0, 0, 0n);
-    })().catch((err: Error) => request._fail(err));
-    return request;
   }
 
   /** Atomically adds `value` and resolves with the previous value. */

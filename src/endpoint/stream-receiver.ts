@@ -19,7 +19,7 @@ interface StreamReceive {
   readonly bytes: Uint8Array;
   readonly waitAll: boolean;
   served: number;
-  /** A read-ahead of ours (see _readStreamAhead): what it receives goes to the stash. */
+  /** A read-ahead of ours (see readAhead): what it receives goes to the stash. */
   readonly ahead?: boolean;
 }
 
