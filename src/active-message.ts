@@ -28,10 +28,12 @@ import { ClosedError } from './errors.js';
 import { Request, ResultKind } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
 import { asBytes, type BufferSource, show } from './internal/bytes.js';
-import { kRequests } from './internal/symbols.js';
+import { kEndpointByHandle, kRequests, kUpdateBusy } from './internal/symbols.js';
 import type { Endpoint } from './endpoint.js';
 import type { Worker } from './worker.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
+import {
+  InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken,
+} from './internal/misuse-errors.js';
 
 const K = CONSTANTS;
 const RECV_PARAM = layouts.ucp_am_recv_param_t;
@@ -275,10 +277,10 @@ export class AmDispatcher {
         // A pending next() is a receive in flight: it keeps the process alive until a message comes.
         return new Promise((resolve) => {
           this.#waiting++;
-          this.#worker._updateBusy();
+          this.#worker[kUpdateBusy]();
           queue.waiters.push((result) => {
             this.#waiting--;
-            this.#worker._updateBusy();
+            this.#worker[kUpdateBusy]();
             resolve(result);
           });
         });
@@ -327,7 +329,7 @@ export class AmDispatcher {
       const attr = fields.readUInt32LE(RECV_PARAM.offsets.recv_attr);
       rendezvous = (attr & ATTR_RNDV) !== 0;
       if ((attr & ATTR_REPLY_EP) !== 0) {
-        replyEndpoint = this.#worker._endpointByHandle(fields.readBigUInt64LE(RECV_PARAM.offsets.reply_ep)) ?? null;
+        replyEndpoint = this.#worker[kEndpointByHandle](fields.readBigUInt64LE(RECV_PARAM.offsets.reply_ep)) ?? null;
       }
     }
     // Copies (UCX reuses both regions once the callback returns), carved out of shared slabs: a fresh

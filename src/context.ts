@@ -8,6 +8,9 @@
  * const region = context.createMemoryHandle(1 << 20);
  * ```
  */
+import {
+  kLiveHandle, kMemoryHandleClosed, kPackedRkey, kPackedRkeyReference, kTeardownAtExit, kUnmap, kWorkerClosed,
+} from './internal/symbols.js';
 import { debug } from './internal/debug-log.js';
 import {
   CONSTANTS, OutCell, StructBuffer, UCP_API_MAJOR, UCP_API_MINOR, UCS_ERR_NO_ELEM, addressOf, captureStream,
@@ -223,7 +226,7 @@ export class Context {
 
   /** The `ucp_context_h` handle. */
   getHandle(): bigint {
-    return this._liveHandle();
+    return this[kLiveHandle]();
   }
 
   /**
@@ -231,7 +234,7 @@ export class Context {
    * `UCX_` prefix) to value.
    */
   getConfig(): Record<string, string> {
-    this._liveHandle();
+    this[kLiveHandle]();
     const text = captureStream((stream) =>
       ucx().ucp_config_print(this.#config, stream, null, Number(K.UCS_CONFIG_PRINT_CONFIG)));
     return { ...parseConfigLines(text), ...this.#derivedConfig, ...this.#transportConfig };
@@ -246,7 +249,7 @@ export class Context {
    * ```
    */
   getResources(): TransportResource[] {
-    const handle = this._liveHandle();
+    const handle = this[kLiveHandle]();
     return parseContextResources(captureStream((stream) => ucx().ucp_context_print_info(handle, stream)));
   }
 
@@ -256,7 +259,7 @@ export class Context {
    */
   createWorker(options: WorkerOptions = {}): Worker {
     options = optionsObject(options, 'createWorker options');
-    const handle = this._liveHandle();
+    const handle = this[kLiveHandle]();
     const worker = new Worker(INTERNAL, this, handle, options, this.#features.includes('wakeup'));
     this.#workers.add(worker);
     return worker;
@@ -272,7 +275,7 @@ export class Context {
    * ```
    */
   createMemoryHandle(size: number, buffer?: BufferSource | null, options: MemoryHandleOptions = {}): MemoryHandle {
-    const handle = this._liveHandle();
+    const handle = this[kLiveHandle]();
     const memoryHandle = new MemoryHandle(INTERNAL, this, handle, size, buffer, options);
     this.#memoryHandles.add(memoryHandle);
     return memoryHandle;
@@ -302,8 +305,8 @@ export class Context {
    * @internal At process exit: stop everything that could call into JavaScript from UCX's threads
    * (listeners, workers) synchronously. Memory stays mapped: later exit handlers may still read views.
    */
-  _teardownAtExit(): void {
-    for (const worker of [...this.#workers]) worker._teardownAtExit();
+  [kTeardownAtExit](): void {
+    for (const worker of [...this.#workers]) worker[kTeardownAtExit]();
   }
 
   #cleanupIfDone(): void {
@@ -319,24 +322,24 @@ export class Context {
   }
 
   /** @internal */
-  _liveHandle(): bigint {
+  [kLiveHandle](): bigint {
     if (this.#handle === null || this.#closing !== undefined) throw new ClosedError('the Context');
     return this.#handle;
   }
 
   /** @internal */
-  _workerClosed(worker: Worker): void {
+  [kWorkerClosed](worker: Worker): void {
     this.#workers.delete(worker);
   }
 
   /** @internal A handle closed: its mapping is released now or once its views are collected. */
-  _memoryHandleClosed(handle: MemoryHandle): void {
+  [kMemoryHandleClosed](handle: MemoryHandle): void {
     this.#memoryHandles.delete(handle);
     this.#pendingUnmaps++;
   }
 
   /** @internal */
-  _unmap(memh: bigint): void {
+  [kUnmap](memh: bigint): void {
     this.#pendingUnmaps--;
     if (this.#handle !== null) ucx().ucp_mem_unmap(this.#handle, memh);
     this.#cleanupIfDone();
@@ -345,7 +348,7 @@ export class Context {
   /** @internal This context's md index -> transport component name (from ucp_context_print_info). */
   _mdComponents(): Map<number, string> {
     if (this.#mdComponents === undefined) {
-      const handle = this._liveHandle();
+      const handle = this[kLiveHandle]();
       this.#mdComponents = parseMdComponents(captureStream((stream) => ucx().ucp_context_print_info(handle, stream)));
     }
     return this.#mdComponents;
@@ -355,13 +358,13 @@ export class Context {
    * @internal The size of the packed key record of each memory domain, as this context packs them, for
    * validating keys from peers before `ucp_ep_rkey_unpack` reads them.
    */
-  _packedRkeyReference(): Map<number, number> {
+  [kPackedRkeyReference](): Map<number, number> {
     if (this.#rkeyReference === undefined) {
       const reference = new Map<number, number>();
       const probes = [this.createMemoryHandle(4096), this.createMemoryHandle(4096, new Uint8Array(4096))];
       try {
         for (const probe of probes) {
-          for (const md of parsePackedRkey(probe._packedRkey()).mds) reference.set(md.index, md.size);
+          for (const md of parsePackedRkey(probe[kPackedRkey]()).mds) reference.set(md.index, md.size);
         }
       } finally {
         for (const probe of probes) probe.close();
@@ -433,6 +436,6 @@ function trackForExit(context: Context): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   process.once('exit', () => {
-    for (const live of liveContexts) live._teardownAtExit();
+    for (const live of liveContexts) live[kTeardownAtExit]();
   });
 }

@@ -28,9 +28,15 @@ import { asBytes, byteLengthOf, optionsObject, toTag, toU64, type BufferSource, 
 import { buildIov } from './internal/iov.js';
 import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
-import { kRequests } from './internal/symbols.js';
+import {
+  kAborted, kDefer, kEndpointClosed, kEndpointOpened, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed,
+  kKeyUnpacked, kLive, kMaxAmHeader, kOnPeerError, kProgressUntil, kReadStreamAhead, kRemoteAddress,
+  kRequests, kTagRecv, kUnpack, kWireupFlush,
+} from './internal/symbols.js';
 import { StreamReceiver } from './endpoint/stream-receiver.js';
-import { ATOMIC_LABEL, ATOMIC_OPS, fetchBitwiseByCompareAndSwap, isFetchBitwiseBroken, postAtomic, toWord } from './endpoint/atomics.js';
+import {
+  ATOMIC_LABEL, ATOMIC_OPS, fetchBitwiseByCompareAndSwap, isFetchBitwiseBroken, postAtomic, toWord,
+} from './endpoint/atomics.js';
 import { featureMismatchHint } from './internal/hints.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
 import { AM_ID_MAX } from './active-message.js';
@@ -39,7 +45,9 @@ import { RemoteKey } from './remote-key.js';
 import type { Worker } from './worker.js';
 import { tagMultiRecv, tagMultiSend, type TagMultiRecvOptions } from './tag-multi.js';
 import { ucxxAmRecv, ucxxAmSend, type UcxxAmMessage, type UcxxAmSendOptions } from './ucxx-am.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
+import {
+  InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
+} from './internal/misuse-errors.js';
 
 export interface StreamRecvOptions extends ReceiveOptions {
   /** Complete only when the buffer is full. Default false: complete with whatever arrived. */
@@ -114,7 +122,7 @@ let errorCallback: bigint | undefined;
 
 function errorCallbackAddress(): bigint {
   errorCallback ??= registerCallback('epError', (id: number, _ep: bigint | null, status: number) => {
-    endpoints.get(id)?._onPeerError(status);
+    endpoints.get(id)?.[kOnPeerError](status);
   });
   return errorCallback;
 }
@@ -229,7 +237,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       throw errorFromStatus(status, `ucp_ep_create (${peer})`);
     }
     this.#handle = out.ptr();
-    worker._endpointOpened(this, this.#handle as bigint);
+    worker[kEndpointOpened](this, this.#handle as bigint);
     debug('endpoint #%d to %s created (error handling %s)', this.#id, peer, errorMode ?? 'as the client chose');
   }
 
@@ -285,7 +293,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /** The `ucp_ep_h` handle, for code that calls libucp itself. */
   getHandle(): bigint {
-    return this._live('use');
+    return this[kLive]('use');
   }
 
   /**
@@ -303,18 +311,18 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * ```
    */
   getTransports(): EndpointTransport[] {
-    const ep = this._live('getTransports');
+    const ep = this[kLive]('getTransports');
     return [...parseEndpointInfo(captureStream((stream) => ucx().ucp_ep_print_info(ep, stream))).lanes];
   }
 
   /** @internal Throws ClosedError (with the peer failure as cause) unless the endpoint is usable. */
-  _live(what: string): bigint {
+  [kLive](what: string): bigint {
     if (this.#state !== 'open' || this.#handle === null) {
       const err = new ClosedError(`the Endpoint (${this.#peer})`);
       if (this.#failure !== undefined) (err as { cause?: unknown }).cause = this.#failure;
       throw Object.assign(err, { operation: what });
     }
-    this.#worker._live('Endpoint');
+    this.#worker[kLive]('Endpoint');
     return this.#handle;
   }
 
@@ -360,13 +368,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     options: OperationOptions | undefined,
   ): Request<void> {
     const what = put ? 'memPut' : 'memGet';
-    const ep = this._live(what);
+    const ep = this[kLive](what);
     const length = byteLengthOf(memory, put ? 'memPut source' : 'memGet destination');
     let address: bigint | number;
     let rkey: bigint;
     if (target instanceof RemoteKey) {
-      rkey = target._handleFor(this, put ? 'write' : 'read');
-      address = target._remoteAddress(extra ?? 0, length);
+      rkey = target[kHandleFor](this, put ? 'write' : 'read');
+      address = target[kRemoteAddress](extra ?? 0, length);
     } else if (typeof target === 'bigint') {
       if (typeof extra !== 'bigint') {
         throw new InvalidArgumentError(`${what}(buffer, remoteAddress, rkeyHandle): rkeyHandle must be a bigint handle`);
@@ -383,7 +391,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       throw new InvalidArgumentError(`${what}: the target must be a RemoteKey or a bigint remote address`);
     }
     const signal = options?.signal;
-    if (signal?.aborted === true) return this.#worker._aborted(what);
+    if (signal?.aborted === true) return this.#worker[kAborted](what);
     const requests = this.#worker[kRequests];
     const block = requests.params.send;
     const fn = put ? ucx().ucp_put_nbx : ucx().ucp_get_nbx;
@@ -416,7 +424,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     buffer: BufferSource | readonly BufferSource[], tag: bigint | number, sync: boolean, options: OperationOptions | undefined,
   ): Request<void> {
     const what = sync ? 'tagSendSync' : 'tagSend';
-    const ep = this._live(what);
+    const ep = this[kLive](what);
     const t = toTag(tag, 'tag');
     const worker = this.#worker;
     const requests = worker[kRequests];
@@ -435,7 +443,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       block = requests.params.send;
     }
     const signal = options?.signal;
-    if (signal?.aborted === true) return worker._aborted(what);
+    if (signal?.aborted === true) return worker[kAborted](what);
     const fn = sync ? ucx().ucp_tag_send_sync_nbx : ucx().ucp_tag_send_nbx;
     const keep = data === buffer ? buffer : [buffer, data];
     const request = requests.void(requests.slot(block), fn(ep, data as Buffer, count, t, block.address), what, keep);
@@ -451,8 +459,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     options: ReceiveOptions = {},
   ): Request<TagRecvInfo> {
     options = optionsObject(options, 'tagRecv options');
-    this._live('tagRecv');
-    return this.#worker._tagRecv(buffer, tag, tagMask, this.#receives, options.signal);
+    this[kLive]('tagRecv');
+    return this.#worker[kTagRecv](buffer, tag, tagMask, this.#receives, options.signal);
   }
 
   /**
@@ -461,14 +469,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * and completes at once.
    */
   streamSend(buffer: BufferSource, options?: OperationOptions): Request<void> {
-    const ep = this._live('streamSend');
+    const ep = this[kLive]('streamSend');
     const count = byteLengthOf(buffer, 'streamSend buffer');
     // Nothing to send, and an empty stream message makes a UCX 1.13 receiver assert (stream_recv.c:442;
     // docs/ucx-1.13-bugs/stream_empty_message.c): complete at once.
     if (count === 0) return COMPLETED;
     const worker = this.#worker;
     const signal = options?.signal;
-    if (signal?.aborted === true) return worker._aborted('streamSend');
+    if (signal?.aborted === true) return worker[kAborted]('streamSend');
     const requests = worker[kRequests];
     const block = requests.params.send;
     const request = requests.void(requests.slot(block), ucx().ucp_stream_send_nbx(ep, buffer, count, block.address), 'streamSend', buffer);
@@ -492,8 +500,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       const served = this.#stream.recvClosed(bytes);
       if (served !== null) return served;
     }
-    this._live('streamRecv');
-    if (options.signal?.aborted === true) return this.#worker._aborted('streamRecv');
+    this[kLive]('streamRecv');
+    if (options.signal?.aborted === true) return this.#worker[kAborted]('streamRecv');
     this.#stream.stopReadingAhead();
     return this.#stream.recv(bytes, options.waitAll === true, options.signal);
   }
@@ -502,7 +510,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * @internal Reads the stream ahead until the application's first `streamRecv` (accepted and
    * connecting endpoints of a context with the stream feature): see StreamReceiver.readAhead.
    */
-  _readStreamAhead(): void {
+  [kReadStreamAhead](): void {
     this.#stream.readAhead();
   }
 
@@ -557,14 +565,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const id = first;
     const header = (second ?? null) as BufferSource | null;
     options = optionsObject(options, 'amSend options');
-    const ep = this._live('amSend');
+    const ep = this[kLive]('amSend');
     if (!Number.isInteger(id) || id < 0 || id > AM_ID_MAX) {
       throw new ArgumentOutOfRangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${show(id)}`);
     }
     const headerLength = header === null ? 0 : byteLengthOf(header, 'amSend header');
-    if (headerLength > 0 && headerLength > this.#worker._maxAmHeader()) {
+    if (headerLength > 0 && headerLength > this.#worker[kMaxAmHeader]()) {
       throw new ArgumentOutOfRangeError(
-        `amSend: the header has ${headerLength} bytes; this UCX accepts at most ${this.#worker._maxAmHeader()}`,
+        `amSend: the header has ${headerLength} bytes; this UCX accepts at most ${this.#worker[kMaxAmHeader]()}`,
       );
     }
     const count = data === null ? 0 : byteLengthOf(data, 'amSend data');
@@ -583,7 +591,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
     const worker = this.#worker;
     const signal = options.signal;
-    if (signal?.aborted === true) return worker._aborted('amSend');
+    if (signal?.aborted === true) return worker[kAborted]('amSend');
     const requests = worker[kRequests];
     const block = requests.params.amSend;
     block.setFlags(flags);
@@ -645,22 +653,22 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * ```
    */
   atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: AtomicOptions = {}): Request<number | bigint | undefined> {
-    const ep = this._live('atomic');
+    const ep = this[kLive]('atomic');
     if (!(remoteKey instanceof RemoteKey)) throw new InvalidArgumentError('atomic: remoteKey must be a RemoteKey');
     if (typeof op !== 'string' || !Object.hasOwn(ATOMIC_OPS, op)) throw new InvalidArgumentError(`atomic op must be one of ${Object.keys(ATOMIC_OPS).join(', ')}, got ${show(op)}`);
     const width = options.width ?? (typeof value === 'bigint' ? 64 : 32);
     if (width !== 32 && width !== 64) throw new ArgumentOutOfRangeError(`atomic width must be 32 or 64, got ${show(width)}`);
     const bytes = width / 8;
     const fetch = op === 'swap' || op === 'cswap' || options.fetch === true;
-    const rkey = remoteKey._handleFor(this, 'write');
-    if (fetch) remoteKey._handleFor(this, 'read');
-    const address = remoteKey._remoteAddress(offset, bytes);
+    const rkey = remoteKey[kHandleFor](this, 'write');
+    if (fetch) remoteKey[kHandleFor](this, 'read');
+    const address = remoteKey[kRemoteAddress](offset, bytes);
     if (typeof address === 'number' ? address % bytes !== 0 : address % BigInt(bytes) !== 0n) {
       throw new ArgumentOutOfRangeError(`atomic: the ${width}-bit word at offset ${offset} is not ${bytes}-byte aligned`);
     }
     const operand = toWord(value, width, 'value');
     const signal = options.signal;
-    if (signal?.aborted === true) return this.#worker._aborted(ATOMIC_LABEL[op]);
+    if (signal?.aborted === true) return this.#worker[kAborted](ATOMIC_LABEL[op]);
     if (fetch && (op === 'and' || op === 'or' || op === 'xor') && isFetchBitwiseBroken()) {
       return fetchBitwiseByCompareAndSwap(this, op, remoteKey, offset, operand, width, signal);
     }
@@ -683,7 +691,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * after it. UCP 1.13 fences per worker, so this fences every endpoint of this worker.
    */
   fence(): void {
-    this._live('fence');
+    this[kLive]('fence');
     this.#worker.fence();
   }
 
@@ -692,10 +700,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * at the target and gets have their data.
    */
   flush(options?: OperationOptions): Request<void> {
-    const ep = this._live('flush');
+    const ep = this[kLive]('flush');
     const worker = this.#worker;
     const signal = options?.signal;
-    if (signal?.aborted === true) return worker._aborted('endpoint flush');
+    if (signal?.aborted === true) return worker[kAborted]('endpoint flush');
     const requests = worker[kRequests];
     const block = requests.params.send;
     const request = requests.void(requests.slot(block), ucx().ucp_ep_flush_nbx(ep, block.address), 'endpoint flush', null);
@@ -707,8 +715,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * operation of the application's: it arms no watchdog, and a peer that closes meanwhile has closed,
    * not failed. UCX completes it (with an error, if the endpoint fails or closes first).
    */
-  _wireupFlush(): Request<void> {
-    const ep = this._live('flush');
+  [kWireupFlush](): Request<void> {
+    const ep = this[kLive]('flush');
     const requests = this.#worker[kRequests];
     const block = requests.params.send;
     const request = requests.void(requests.slot(block), ucx().ucp_ep_flush_nbx(ep, block.address), 'wireup flush', null);
@@ -856,10 +864,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     for (const key of [...this.#keys]) key.close();
     for (const request of [...this.#receives]) request.cancel();
     const handle = this.#handle;
-    const workerHandle = this.#worker._handle;
+    const workerHandle = this.#worker[kHandle];
     if (handle !== null && workerHandle !== null) {
       // Let cancellations and the flush inside a graceful close run.
-      await this.#worker._progressUntil(() => this.#receives.size === 0, 1000);
+      await this.#worker[kProgressUntil](() => this.#receives.size === 0, 1000);
       // One ucp_ep_close_nbx per endpoint: a second one on an endpoint whose first close is still
       // flushing makes UCX 1.13 abort later (ucp_ep.c:437). So a close that would wait on operations in
       // flight (a send nobody receives, RMA to a stopped peer) is forced from the start where UCX allows
@@ -877,7 +885,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#handle = null;
     this.#state = 'closed';
     endpoints.delete(this.#id);
-    this.#worker._endpointClosed(this, handle);
+    this.#worker[kEndpointClosed](this, handle);
     debug('endpoint #%d to %s closed%s', this.#id, this.#peer,
       this.#closedByPeer ? ' (by the peer)' : failed ? ' after its failure' : '');
     this.emit('close');
@@ -888,7 +896,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const { request } = this.#postClose(handle, force);
     if (request.completed) return;
     // One that does not finish in time is left to UCX: the worker's destruction releases it.
-    await this.#worker._progressUntil(() => request.completed, this.#closeTimeout);
+    await this.#worker[kProgressUntil](() => request.completed, this.#closeTimeout);
   }
 
   /**
@@ -918,7 +926,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /** @internal Process exit: keys, then a forced close; returns the close request (null when done). */
-  _forceCloseAtExit(): AnyRequest | null {
+  [kForceCloseAtExit](): AnyRequest | null {
     const handle = this.#handle;
     if (handle === null || this.#state === 'closed') return null;
     for (const key of [...this.#keys]) key.close();
@@ -930,7 +938,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /** @internal Called (from inside progress) when UCX reports the peer failed. */
-  _onPeerError(status: number): void {
+  [kOnPeerError](status: number): void {
     if (this.#state !== 'open') return;
     this.#state = 'failed';
     // UNREACHABLE here is a wireup that could not complete: in UCX 1.13, contexts of different features.
@@ -940,7 +948,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#closedByPeer = status === UCS_ERR_CONNECTION_RESET && this.#armed <= 0 && this.#sending <= 0 &&
       !this.#waitingToReceive();
     debug('endpoint #%d to %s %s: %s', this.#id, this.#peer, this.#closedByPeer ? 'closed by the peer' : 'failed', this.#failure.message);
-    this.#worker._defer(() => this.#failed());
+    this.#worker[kDefer](() => this.#failed());
   }
 
   /** Whether a receive of the application waits on this endpoint (a read-ahead of ours does not count). */
@@ -952,20 +960,20 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /** @internal */
-  _keyUnpacked(key: RemoteKey, rkey: bigint): void {
+  [kKeyUnpacked](key: RemoteKey, rkey: bigint): void {
     this.#keys.add(key);
     this.#rkeyHandles.add(rkey);
   }
 
   /** @internal Called before the key's handle is destroyed. */
-  _keyClosed(key: RemoteKey, rkey: bigint | null): void {
+  [kKeyClosed](key: RemoteKey, rkey: bigint | null): void {
     this.#keys.delete(key);
     if (rkey !== null) this.#rkeyHandles.delete(rkey);
   }
 
   /** @internal Unpacks a packed rkey on this endpoint. */
-  _unpack(packed: Uint8Array): bigint {
-    const ep = this._live('createRemoteKeyFromSerialized');
+  [kUnpack](packed: Uint8Array): bigint {
+    const ep = this[kLive]('createRemoteKeyFromSerialized');
     const out = new OutCell();
     check(ucx().ucp_ep_rkey_unpack(ep, packed, out.reset()), 'ucp_ep_rkey_unpack');
     return out.ptr() as bigint;

@@ -10,6 +10,10 @@
  * }
  * ```
  */
+import {
+  kCloseWithin, kDefer, kHandle, kListenerClosed, kOnConnRequest, kReadStreamAhead, kSettle, kUpdateBusy,
+  kWireupFlush,
+} from './internal/symbols.js';
 import { debug } from './internal/debug-log.js';
 import { CONSTANTS, OutCell, StructBuffer, addressOf, layouts, registerCallback, ucx } from './ffi/index.js';
 import { ClosedError, check } from './errors.js';
@@ -57,7 +61,7 @@ function clientKey(connRequest: bigint): string | null {
 function connCallbackAddress(): bigint {
   connCallback ??= registerCallback('connRequest', (connRequest: bigint | null, id: number) => {
     const listener = listeners.get(id);
-    if (listener !== undefined && connRequest !== null) listener._onConnRequest(connRequest);
+    if (listener !== undefined && connRequest !== null) listener[kOnConnRequest](connRequest);
   });
   return connCallback;
 }
@@ -116,7 +120,7 @@ export class Listener implements AsyncIterable<Endpoint> {
     this.#destroyed = new Promise((resolve) => { this.#markDestroyed = resolve; });
     // A closed listener still draining on the port the user asks for gives the port up now.
     const port = options.port ?? 0;
-    if (port !== 0) for (const other of listeners.values()) if (other.closed && other.port === port) other._settle(true);
+    if (port !== 0) for (const other of listeners.values()) if (other.closed && other.port === port) other[kSettle](true);
     this.#id = listeners.add(this);
     const params = new StructBuffer(layouts.ucp_listener_params_t);
     params
@@ -165,7 +169,7 @@ export class Listener implements AsyncIterable<Endpoint> {
   }
 
   /** @internal Called from inside progress: the endpoint is created afterwards, outside the callback. */
-  _onConnRequest(connRequest: bigint): void {
+  [kOnConnRequest](connRequest: bigint): void {
     this.#noteDelivered(connRequest);
     if (this.#handle === null) {
       // Closed and draining: refuse it (the client gets ConnectionRefusedError).
@@ -173,12 +177,12 @@ export class Listener implements AsyncIterable<Endpoint> {
       return;
     }
     this.#pending.add(connRequest);
-    this.#worker._defer(() => this.#accept(connRequest));
+    this.#worker[kDefer](() => this.#accept(connRequest));
   }
 
   #accept(connRequest: bigint): void {
     if (!this.#pending.delete(connRequest) || this.#handle === null) return;
-    const workerHandle = this.#worker._handle;
+    const workerHandle = this.#worker[kHandle];
     if (workerHandle === null || this.#worker.closed) {
       ucx().ucp_listener_reject(this.#handle, connRequest);
       return;
@@ -194,7 +198,7 @@ export class Listener implements AsyncIterable<Endpoint> {
       // ucp_ep_create consumed the request; nothing to hand out.
       return;
     }
-    if (this.#worker.context.features.includes('stream')) endpoint._readStreamAhead();
+    if (this.#worker.context.features.includes('stream')) endpoint[kReadStreamAhead]();
     // Hand the endpoint out once its wireup is complete (UCX 1.13 has mishandled sends posted before
     // that), but hand it out whatever happens: a client that sent and closed at once still left its
     // messages in this worker, and its endpoint reports the close after delivery.
@@ -207,7 +211,7 @@ export class Listener implements AsyncIterable<Endpoint> {
     };
     const timer = setTimeout(deliver, WIREUP_WAIT_MS);
     timer.unref();
-    endpoint._wireupFlush().then(deliver, deliver);
+    endpoint[kWireupFlush]().then(deliver, deliver);
   }
 
   #deliver(endpoint: Endpoint): void {
@@ -255,7 +259,7 @@ export class Listener implements AsyncIterable<Endpoint> {
     for (const connRequest of this.#pending) ucx().ucp_listener_reject(handle, connRequest);
     this.#pending.clear();
     for (const waiter of this.#waiting.splice(0)) waiter({ value: undefined, done: true });
-    this.#worker._updateBusy();
+    this.#worker[kUpdateBusy]();
     debug('listener on :%d closed', this.#port);
     this.#drain(DRAIN_CHECK_FIRST_MS);
   }
@@ -267,7 +271,7 @@ export class Listener implements AsyncIterable<Endpoint> {
    * close(), refusing what it hands over, until UCX holds no accepted connection it has not handed over.
    */
   #drain(delayMs: number): void {
-    if (this._settle(false)) return;
+    if (this[kSettle](false)) return;
     this.#drainTimer = setTimeout(() => this.#drain(Math.min(delayMs * 2, DRAIN_CHECK_MAX_MS)), delayMs);
     this.#drainTimer.unref();
   }
@@ -276,7 +280,7 @@ export class Listener implements AsyncIterable<Endpoint> {
    * @internal Destroys a closed listener's UCX listener once nothing is in flight on it, or at once with
    * `force`. True when it is destroyed.
    */
-  _settle(force: boolean): boolean {
+  [kSettle](force: boolean): boolean {
     if (this.#ucxListener === null) return true;
     if (this.#handle !== null || (!force && this.#connectionInFlight())) return false;
     const handle = this.#ucxListener;
@@ -284,18 +288,18 @@ export class Listener implements AsyncIterable<Endpoint> {
     clearTimeout(this.#drainTimer);
     listeners.delete(this.#id);
     ucx().ucp_listener_destroy(handle);
-    this.#worker._listenerClosed(this);
+    this.#worker[kListenerClosed](this);
     this.#markDestroyed();
     return true;
   }
 
   /** @internal Closes, and waits for the drain at most `limitMs` before destroying the UCX listener. */
-  async _closeWithin(limitMs: number): Promise<void> {
+  async [kCloseWithin](limitMs: number): Promise<void> {
     this.close();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.#destroyed, new Promise((resolve) => { timer = setTimeout(resolve, limitMs); })]);
     clearTimeout(timer);
-    this._settle(true);
+    this[kSettle](true);
   }
 
   /**

@@ -15,13 +15,18 @@
  * const serialized = region.createRemoteKey().serialize(); // send to the peer
  * ```
  */
-import { CONSTANTS, OutCell, StructBuffer, addressOf, copyFromMemory, layouts, ucx, viewOfMemory } from './ffi/index.js';
+import { kLiveHandle, kMemoryHandleClosed, kPackedRkey, kUnmap } from './internal/symbols.js';
+import {
+  CONSTANTS, OutCell, StructBuffer, addressOf, copyFromMemory, layouts, ucx, viewOfMemory,
+} from './ffi/index.js';
 import { ClosedError, check } from './errors.js';
 import { asBytes, describe, optionsObject, show } from './internal/bytes.js';
 import { checkAllocatable } from './internal/shm-capacity.js';
 import { RemoteKey } from './remote-key.js';
 import type { Context } from './context.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
+import {
+  InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
+} from './internal/misuse-errors.js';
 import { liveCounts } from './internal/live-counts.js';
 
 /** What a remote key for the region allows its holder to do. */
@@ -60,7 +65,7 @@ class Mapping {
     if (!this.closed || this.liveViews > 0 || this.unmapped) return;
     this.unmapped = true;
     liveCounts.mappings--;
-    this.context._unmap(this.memh);
+    this.context[kUnmap](this.memh);
   }
 }
 
@@ -200,13 +205,13 @@ export class MemoryHandle {
   }
 
   /** @internal The packed rkey bytes (`ucp_rkey_pack`), computed once. */
-  _packedRkey(): Uint8Array {
+  [kPackedRkey](): Uint8Array {
     this.#live();
     if (this.#packed === undefined) {
       const bufferOut = new OutCell();
       const sizeOut = new OutCell();
       check(
-        ucx().ucp_rkey_pack(this.#context._liveHandle(), this.#mapping.memh, bufferOut.reset(), sizeOut.reset()),
+        ucx().ucp_rkey_pack(this.#context[kLiveHandle](), this.#mapping.memh, bufferOut.reset(), sizeOut.reset()),
         'ucp_rkey_pack',
       );
       const address = bufferOut.ptr() as bigint;
@@ -225,7 +230,7 @@ export class MemoryHandle {
     this.#closed = true;
     this.#view = undefined;
     this.#mapping.closed = true;
-    this.#context._memoryHandleClosed(this);
+    this.#context[kMemoryHandleClosed](this);
     this.#mapping.release();
     this.#buffer = undefined;
   }

@@ -16,6 +16,10 @@
  * await endpoint.memPut(data, key, 0);
  * ```
  */
+import {
+  kAddressOf, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kPackedRkey, kPackedRkeyReference, kRemoteAddress,
+  kUnpack,
+} from './internal/symbols.js';
 import { ucx } from './ffi/index.js';
 import { ClosedError, RemoteAccessError } from './errors.js';
 import { asBytes, toU64 } from './internal/bytes.js';
@@ -27,7 +31,9 @@ import { checkSharedMemoryRecords } from './internal/shm-rkey-check.js';
 import { endpointUnpacksRecord } from './internal/rkey-reach.js';
 import { Endpoint } from './endpoint.js';
 import { MemoryHandle } from './memory-handle.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
+import {
+  InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
+} from './internal/misuse-errors.js';
 import { liveCounts } from './internal/live-counts.js';
 
 export type { RemoteKeyAccess } from './internal/serialized-remote-key.js';
@@ -76,28 +82,28 @@ export class RemoteKey {
   /** @internal */
   static _fromMemoryHandle(handle: MemoryHandle): RemoteKey {
     return new RemoteKey(
-      INTERNAL, handle._packedRkey(), handle.getBaseAddress(), BigInt(handle.getSize()), handle.access, true, null, null,
+      INTERNAL, handle[kPackedRkey](), handle.getBaseAddress(), BigInt(handle.getSize()), handle.access, true, null, null,
     );
   }
 
   /** @internal */
   static _fromSerialized(endpoint: Endpoint, serialized: unknown): RemoteKey {
     const bytes = asBytes(serialized, 'serialized remote key');
-    endpoint._live('createRemoteKeyFromSerialized');
+    endpoint[kLive]('createRemoteKeyFromSerialized');
     const decoded = decodeSerializedRemoteKey(bytes);
     const context = endpoint.worker.context;
-    checkPackedRkeyAgainstReference(decoded.packedRkeyInfo, context._packedRkeyReference());
-    const ep = endpoint._live('createRemoteKeyFromSerialized');
+    checkPackedRkeyAgainstReference(decoded.packedRkeyInfo, context[kPackedRkeyReference]());
+    const ep = endpoint[kLive]('createRemoteKeyFromSerialized');
     checkSharedMemoryRecords(
       decoded.packedRkey, decoded.packedRkeyInfo, context._mdComponents(), decoded.baseAddress, decoded.size,
       (index, component, size) => endpointUnpacksRecord(context, endpoint, ep, index, component, size),
     );
-    const rkey = endpoint._unpack(decoded.packedRkey);
+    const rkey = endpoint[kUnpack](decoded.packedRkey);
     const key = new RemoteKey(
       INTERNAL, decoded.packedRkey, decoded.baseAddress, decoded.size, decoded.access, decoded.hasAccessTrailer,
       endpoint, rkey,
     );
-    endpoint._keyUnpacked(key, rkey);
+    endpoint[kKeyUnpacked](key, rkey);
     return key;
   }
 
@@ -150,7 +156,7 @@ export class RemoteKey {
     const rkey = this.#rkey;
     this.#rkey = null;
     // Off the endpoint's list of live handles before UCX frees it.
-    this.#endpoint?._keyClosed(this, rkey);
+    this.#endpoint?.[kKeyClosed](this, rkey);
     if (rkey !== null) {
       ucx().ucp_rkey_destroy(rkey);
       liveCounts.remoteKeys--;
@@ -163,7 +169,7 @@ export class RemoteKey {
   }
 
   /** @internal The rkey handle for an RMA on `endpoint`, after the access check. */
-  _handleFor(endpoint: Endpoint, operation: 'read' | 'write'): bigint {
+  [kHandleFor](endpoint: Endpoint, operation: 'read' | 'write'): bigint {
     this.#live();
     if (this.#rkey === null || this.#endpoint !== endpoint) {
       throw new InvalidArgumentError(
@@ -181,7 +187,7 @@ export class RemoteKey {
   }
 
   /** @internal The remote address of [offset, offset + length), or RangeError outside the region. */
-  _addressOf(offset: bigint, length: number): bigint {
+  [kAddressOf](offset: bigint, length: number): bigint {
     const end = offset + BigInt(length);
     if (end > this.#size) {
       throw new ArgumentOutOfRangeError(
@@ -196,12 +202,12 @@ export class RemoteKey {
    * when the key's base and size and the offset are safe integers (BigInt arithmetic allocates), else a
    * bigint from `_addressOf`, which also validates the offset and throws outside the region.
    */
-  _remoteAddress(offset: unknown, length: number): number | bigint {
+  [kRemoteAddress](offset: unknown, length: number): number | bigint {
     if (typeof offset === 'number' && this.#baseNumber >= 0 && Number.isSafeInteger(offset) && offset >= 0 &&
       offset + length <= this.#sizeNumber) {
       return this.#baseNumber + offset;
     }
-    return this._addressOf(toU64(offset, 'offset'), length);
+    return this[kAddressOf](toU64(offset, 'offset'), length);
   }
 
   #live(): void {

@@ -12,6 +12,7 @@
  * is sent with a matching tag meanwhile (as in ucxx). Receives started here for the same worker, tag and
  * mask run one after the other, so several may be started ahead without stealing each other's frames.
  */
+import { kLive } from './internal/symbols.js';
 import { constants as bufferConstants } from 'node:buffer';
 import { MessageTruncatedError } from './errors.js';
 import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
@@ -75,7 +76,7 @@ function whenAll(parts: readonly AnyRequest[], what: string): Request<void> {
 
 /** Sends `buffers` as one ucxx tagMulti message on `endpoint` (see Endpoint.tagMultiSend). */
 export function tagMultiSend(endpoint: Endpoint, buffers: readonly BufferSource[], tag: bigint | number): Request<void> {
-  endpoint._live('tagMultiSend');
+  endpoint[kLive]('tagMultiSend');
   if (!Array.isArray(buffers)) throw new InvalidArgumentError('tagMultiSend: buffers must be an array');
   const t = toTag(tag, 'tag');
   const sizes = buffers.map((buffer, i) => byteLengthOf(buffer, `tagMultiSend frame ${i}`));

@@ -14,6 +14,7 @@
  *
  * `worker.setAmHandler(0, ...)` replaces this handler (the plain-UCP form then owns id 0).
  */
+import { kHold, kLive, kMaxAmHeader } from './internal/symbols.js';
 import { UCS_ERR_IO_ERROR, UCS_ERR_NO_MEMORY, UCS_ERR_UNSUPPORTED } from './ffi/index.js';
 import { constants as bufferConstants } from 'node:buffer';
 import { AlreadyExistsError, CanceledError, errorFromStatus, type UcxError } from './errors.js';
@@ -26,7 +27,9 @@ import {
 import type { AmMessage } from './active-message.js';
 import type { Endpoint } from './endpoint.js';
 import type { Worker } from './worker.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
+import {
+  InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
+} from './internal/misuse-errors.js';
 
 /** The UCP AM id ucxx sends and receives its active messages on. */
 export const UCXX_AM_ID = 0;
@@ -206,7 +209,7 @@ class UcxxAmState {
   }
 
   amRecv(endpoint: Endpoint, signal: AbortSignal | undefined): Promise<UcxxAmMessage> {
-    endpoint._live('amRecv');
+    endpoint[kLive]('amRecv');
     if (signal?.aborted === true) return Promise.reject(new CanceledError('amRecv: aborted'));
     const queue = this.#queue(endpoint);
     const ready = queue.ready.shift();
@@ -214,10 +217,10 @@ class UcxxAmState {
     // Waiting for a message keeps the worker (and the process) awake, as a posted receive does.
     const worker = this.#worker;
     return new Promise<UcxxAmMessage>((resolve, reject) => {
-      worker._hold(1);
+      worker[kHold](1);
       let onAbort: (() => void) | undefined;
       const done = (): void => {
-        worker._hold(-1);
+        worker[kHold](-1);
         if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
       };
       const waiter: Waiter = {
@@ -258,7 +261,7 @@ export function installUcxxAm(worker: Worker): void {
 
 /** Sends `data` as a ucxx active message (see Endpoint.amSend). */
 export function ucxxAmSend(endpoint: Endpoint, data: BufferSource | null, options: UcxxAmSendOptions = {}): Request<void> {
-  endpoint._live('amSend');
+  endpoint[kLive]('amSend');
   options = optionsObject(options, 'amSend options');
   const userHeader = options.userHeader === undefined || options.userHeader === null
     ? null : asBytes(options.userHeader, 'amSend userHeader');
@@ -268,7 +271,7 @@ export function ucxxAmSend(endpoint: Endpoint, data: BufferSource | null, option
     receiverCallbackInfo: options.receiverCallbackInfo,
     userHeader,
   });
-  const max = endpoint.worker._maxAmHeader();
+  const max = endpoint.worker[kMaxAmHeader]();
   if (header.byteLength > max) {
     throw new ArgumentOutOfRangeError(`amSend: the ucxx AM header takes ${header.byteLength} bytes (user header ` +
       `${userHeader?.byteLength ?? 0}); this UCX accepts at most ${max}`);
@@ -284,7 +287,7 @@ export function ucxxAmRecv(endpoint: Endpoint, options: { signal?: AbortSignal }
 
 /** Registers a receiver callback (see Worker.registerAmReceiverCallback). */
 export function registerAmReceiverCallback(worker: Worker, info: AmReceiverCallbackInfo, callback: AmReceiverCallback): void {
-  worker._live('Worker');
+  worker[kLive]('Worker');
   if (info === null || typeof info !== 'object') throw new InvalidArgumentError('registerAmReceiverCallback: info must be { owner, id }');
   encodeAmOwner(info.owner); // validates the name
   const id = toAmCallbackId(info.id);

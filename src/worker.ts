@@ -20,7 +20,11 @@ import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type
 import { ProgressEngine, type ProgressMode } from './engine/progress-engine.js';
 import { RequestEngine } from './engine/request-engine.js';
 import type { ParamBlock } from './engine/param-blocks.js';
-import { kRequests } from './internal/symbols.js';
+import {
+  kAborted, kCloseWithin, kDefer, kEndpointByHandle, kEndpointClosed, kEndpointOpened, kForceCloseAtExit,
+  kHandle, kHold, kListenerClosed, kLive, kMaxAmHeader, kProgressUntil, kReadStreamAhead, kRequests, kSettle,
+  kTagRecv, kTeardownAtExit, kUpdateBusy, kWorkerClosed,
+} from './internal/symbols.js';
 import { asBytes, byteLengthOf, optionsObject, toTag, type BufferSource, show } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
@@ -38,7 +42,9 @@ import {
   connectUcxxPython, listenUcxxPython, type UcxxPythonConnectOptions, type UcxxPythonEndpoint, type UcxxPythonListener,
   type UcxxPythonListenerOptions,
 } from './ucxx-python/index.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
+import {
+  InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken,
+} from './internal/misuse-errors.js';
 
 export type { ProgressMode } from './engine/progress-engine.js';
 
@@ -165,7 +171,7 @@ export class Worker {
     const worker = this;
     const requests = new RequestEngine({
       get handle() { return worker.#handle; },
-      busyChanged: () => this._updateBusy(),
+      busyChanged: () => this[kUpdateBusy](),
     });
     this[kRequests] = requests;
     try {
@@ -210,7 +216,7 @@ export class Worker {
 
   /** The `ucp_worker_h` handle, for code that calls libucp itself. */
   getHandle(): bigint {
-    return this._live('Worker');
+    return this[kLive]('Worker');
   }
 
   /**
@@ -218,7 +224,7 @@ export class Worker {
    * processed. Required in 'manual' mode, harmless in the others.
    */
   progress(): number {
-    this._live('Worker');
+    this[kLive]('Worker');
     return this.#engine.progress();
   }
 
@@ -233,7 +239,7 @@ export class Worker {
    * ```
    */
   progressUntil(request: { readonly completed: boolean }, timeoutMs = Infinity): void {
-    this._live('Worker');
+    this[kLive]('Worker');
     if (request === null || typeof request !== 'object' || typeof request.completed !== 'boolean') {
       throw new InvalidArgumentError('progressUntil: request must be a Request (an object with a boolean `completed`)');
     }
@@ -268,7 +274,7 @@ export class Worker {
    * ```
    */
   getAddress(): Uint8Array {
-    const handle = this._live('Worker');
+    const handle = this[kLive]('Worker');
     const attr = new StructBuffer(layouts.ucp_worker_attr_t);
     attr.setU64('field_mask', K.UCP_WORKER_ATTR_FIELD_ADDRESS);
     check(ucx().ucp_worker_query(handle, attr.buffer), 'ucp_worker_query');
@@ -289,7 +295,7 @@ export class Worker {
    * ```
    */
   flush(): Request<void> {
-    const handle = this._live('Worker');
+    const handle = this[kLive]('Worker');
     const requests = this[kRequests];
     const block = requests.params.send;
     const request = requests.void(requests.slot(block), ucx().ucp_worker_flush_nbx(handle, block.address), 'worker flush', null);
@@ -299,7 +305,7 @@ export class Worker {
 
   /** Orders all RMA/atomic operations issued before it before those issued after, on every endpoint. */
   fence(): void {
-    check(ucx().ucp_worker_fence(this._live('Worker')), 'ucp_worker_fence');
+    check(ucx().ucp_worker_fence(this[kLive]('Worker')), 'ucp_worker_fence');
   }
 
   /**
@@ -318,18 +324,18 @@ export class Worker {
     options: ReceiveOptions = {},
   ): Request<TagRecvInfo> {
     options = optionsObject(options, 'tagRecv options');
-    return this._tagRecv(buffer, tag, tagMask, null, options.signal);
+    return this[kTagRecv](buffer, tag, tagMask, null, options.signal);
   }
 
   /** @internal */
-  _tagRecv(
+  [kTagRecv](
     buffer: BufferSource | readonly BufferSource[], tag: bigint | number, tagMask: bigint | number,
     group: Set<AnyRequest> | null, signal: AbortSignal | undefined,
   ): Request<TagRecvInfo> {
-    const handle = this._live('Worker');
+    const handle = this[kLive]('Worker');
     const t = toTag(tag, 'tag');
     const m = toTag(tagMask, 'tagMask');
-    if (signal?.aborted === true) return this._aborted('tagRecv');
+    if (signal?.aborted === true) return this[kAborted]('tagRecv');
     const requests = this[kRequests];
     let data: unknown;
     let count: number;
@@ -373,7 +379,7 @@ export class Worker {
    */
   tagProbe(tag: bigint | number, tagMask: bigint | number = FULL_MASK, options: { remove?: boolean } = {}): TagProbeResult | null {
     options = optionsObject(options, 'tagProbe options');
-    const handle = this._live('Worker');
+    const handle = this[kLive]('Worker');
     const t = toTag(tag, 'tag');
     const m = toTag(tagMask, 'tagMask');
     this.#engine.progress();
@@ -396,7 +402,7 @@ export class Worker {
   }
 
   #receiveProbed(message: bigint, buffer: BufferSource): Request<TagRecvInfo> {
-    const handle = this._live('Worker');
+    const handle = this[kLive]('Worker');
     const count = byteLengthOf(buffer, 'tag message buffer');
     const requests = this[kRequests];
     const block = requests.params.tagRecv;
@@ -416,7 +422,7 @@ export class Worker {
    * ```
    */
   setAmHandler(id: number, handler: ((message: AmMessage) => void | Promise<void>) | null): void {
-    this._live('Worker');
+    this[kLive]('Worker');
     this.#am.setHandler(id, handler);
   }
 
@@ -430,7 +436,7 @@ export class Worker {
    */
   amMessages(id: number, options: { signal?: AbortSignal } = {}): AsyncIterableIterator<AmMessage> {
     options = optionsObject(options, 'amMessages options');
-    this._live('Worker');
+    this[kLive]('Worker');
     return this.#am.iterate(id, options.signal);
   }
 
@@ -480,10 +486,10 @@ export class Worker {
     if ('handshake' in options && options.handshake !== undefined) {
       return listenUcxxPython(this, options, onConnection as (endpoint: UcxxPythonEndpoint) => void);
     }
-    const handle = this._live('Worker');
+    const handle = this[kLive]('Worker');
     const listener = new Listener(INTERNAL, this, handle, options, onConnection as (endpoint: Endpoint) => void);
     this.#listeners.add(listener);
-    this._updateBusy();
+    this[kUpdateBusy]();
     return listener;
   }
 
@@ -503,9 +509,9 @@ export class Worker {
     options = optionsObject(options, 'connect options');
     // Opt-in: ucxx Python's endpoint handshake after the connection (src/ucxx-python).
     if ('handshake' in options && options.handshake !== undefined) return connectUcxxPython(this, host, port, options);
-    this._live('Worker');
+    this[kLive]('Worker');
     const { sockaddr, ip } = await resolveSockaddr(host, port);
-    const handle = this._live('Worker');
+    const handle = this[kLive]('Worker');
     // A connection to a listener of this process stays in PEER mode: UCX 1.13 mishandles a NONE-mode
     // client-server connection to itself (failed flushes on close, a crash in its async thread when the
     // process exits while connecting), and it gains nothing from shared memory.
@@ -519,7 +525,7 @@ export class Worker {
     }, `${host}:${port}`);
     // As on an accepted endpoint: a server that sends and goes away at once leaves its stream bytes
     // here, where UCX would drop them with the endpoint before the application asks for them.
-    if (this.#context.features.includes('stream')) endpoint._readStreamAhead();
+    if (this.#context.features.includes('stream')) endpoint[kReadStreamAhead]();
     try {
       await endpoint.flush();
     } catch (err) {
@@ -556,7 +562,7 @@ export class Worker {
    */
   connectToAddress(address: BufferSource, options: EndpointOptions = {}): Endpoint {
     options = optionsObject(options, 'connectToAddress options');
-    const handle = this._live('Worker');
+    const handle = this[kLive]('Worker');
     const bytes = asBytes(address, 'worker address');
     if (bytes.byteLength === 0) throw new ArgumentOutOfRangeError('worker address is empty');
     const checked = new Uint8Array(bytes); // UCX trusts it: validate, and pass, a copy nobody can change
@@ -596,17 +602,17 @@ export class Worker {
     // Rendezvous descriptors first, and progress while UCX tells their senders: UCX 1.13 asserts
     // (ucp_worker.inl:92) in ucp_am_data_release once the endpoint the message came through is closed,
     // and segfaults in ucp_rndv_ats_handler when the answer reaches a sender already cancelled.
-    if (this.#am.close() > 0) await this._progressUntil(() => false, 50);
+    if (this.#am.close() > 0) await this[kProgressUntil](() => false, 50);
     for (const request of this[kRequests].inflightRequests()) {
       if (request._handle !== null) ucx().ucp_request_cancel(handle, request._handle);
     }
     await Promise.all([...this.#endpoints].map((ep) => ep.close()));
-    await Promise.all([...this.#listeners].map((listener) => listener._closeWithin(LISTENER_DRAIN_LIMIT_MS)));
+    await Promise.all([...this.#listeners].map((listener) => listener[kCloseWithin](LISTENER_DRAIN_LIMIT_MS)));
     this.#engine.progress();
     // Whatever UCX did not complete by now never will once the worker is gone.
     this.#engine.close();
     this.#destroy(handle, 'the worker was closed');
-    this.#context._workerClosed(this);
+    this.#context[kWorkerClosed](this);
   }
 
   /**
@@ -616,16 +622,16 @@ export class Worker {
    * flushed"). So: listeners, then a forced close of every endpoint (which purges its pending requests)
    * progressed for a bounded time, while the closed listeners drain (Listener#drain), then the worker.
    */
-  _teardownAtExit(): void {
+  [kTeardownAtExit](): void {
     const handle = this.#handle;
     if (handle === null) return;
     for (const listener of [...this.#listeners]) listener.close();
-    const closing = [...this.#endpoints].map((endpoint) => endpoint._forceCloseAtExit());
+    const closing = [...this.#endpoints].map((endpoint) => endpoint[kForceCloseAtExit]());
     const deadline = performance.now() + 500;
     const busy = (): boolean => closing.some((request) => request !== null && !request.completed) ||
-      [...this.#listeners].some((listener) => !listener._settle(false));
+      [...this.#listeners].some((listener) => !listener[kSettle](false));
     while (busy() && performance.now() < deadline) this.#engine.progress();
-    for (const listener of [...this.#listeners]) listener._settle(true);
+    for (const listener of [...this.#listeners]) listener[kSettle](true);
     this.#engine.close();
     this.#destroy(handle, 'the process is exiting');
   }
@@ -660,18 +666,18 @@ export class Worker {
    * UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER). UCX 1.13 does not fail a send with a larger one: it aborts
    * the process ("RTS is too big").
    */
-  _maxAmHeader(): number {
+  [kMaxAmHeader](): number {
     if (this.#maxAmHeader < 0) {
       const attr = new StructBuffer(layouts.ucp_worker_attr_t);
       attr.setU64('field_mask', K.UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER);
-      check(ucx().ucp_worker_query(this._live('Worker'), attr.buffer), 'ucp_worker_query');
+      check(ucx().ucp_worker_query(this[kLive]('Worker'), attr.buffer), 'ucp_worker_query');
       this.#maxAmHeader = Number(attr.getU64('max_am_header'));
     }
     return this.#maxAmHeader;
   }
 
   /** @internal Returns the handle for a new operation, or throws ClosedError once closing. */
-  _live(what: string): bigint {
+  [kLive](what: string): bigint {
     if (this.#handle === null || this.#closing !== undefined) {
       throw new ClosedError(what === 'Worker' ? 'the Worker' : `the Worker of this ${what}`);
     }
@@ -679,12 +685,12 @@ export class Worker {
   }
 
   /** @internal The handle while it exists (also during close), for teardown paths. */
-  get _handle(): bigint | null {
+  get [kHandle](): bigint | null {
     return this.#handle;
   }
 
   /** @internal Runs `fn` after the current progress call returns (never from inside a UCX callback). */
-  _defer(fn: () => void): void {
+  [kDefer](fn: () => void): void {
     this.#deferred.push(fn);
     if (this.#deferred.length === 1) setImmediate(() => this.#runDeferred());
   }
@@ -697,7 +703,7 @@ export class Worker {
   }
 
   /** @internal */
-  _updateBusy(): void {
+  [kUpdateBusy](): void {
     // Before the AM dispatcher exists (during construction) nothing can be waiting on it.
     const amWaiting = (this.#am?.waiting ?? false) || this.#holds > 0;
     const inflightNow = this[kRequests].inflightCount > 0;
@@ -707,13 +713,13 @@ export class Worker {
   }
 
   /** @internal Counts a wait that must keep the worker awake (+1 when it starts, -1 when it ends). */
-  _hold(delta: number): void {
+  [kHold](delta: number): void {
     this.#holds += delta;
-    this._updateBusy();
+    this[kUpdateBusy]();
   }
 
   /** @internal Progresses until `done()` or the deadline; used by close paths in every mode. */
-  async _progressUntil(done: () => boolean, timeoutMs: number): Promise<boolean> {
+  async [kProgressUntil](done: () => boolean, timeoutMs: number): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
     while (!done()) {
       if (this.#handle === null) return done();
@@ -726,32 +732,32 @@ export class Worker {
   }
 
   /** @internal */
-  _endpointOpened(endpoint: Endpoint, handle: bigint): void {
+  [kEndpointOpened](endpoint: Endpoint, handle: bigint): void {
     this.#endpoints.add(endpoint);
     this.#endpointsByHandle.set(handle, endpoint);
   }
 
   /** @internal */
-  _endpointClosed(endpoint: Endpoint, handle: bigint | null): void {
+  [kEndpointClosed](endpoint: Endpoint, handle: bigint | null): void {
     this.#endpoints.delete(endpoint);
     if (handle !== null && this.#endpointsByHandle.get(handle) === endpoint) this.#endpointsByHandle.delete(handle);
   }
 
   /** @internal The Endpoint object for a ucp_ep_h of this worker, if it is one of ours. */
-  _endpointByHandle(handle: bigint): Endpoint | undefined {
+  [kEndpointByHandle](handle: bigint): Endpoint | undefined {
     return this.#endpointsByHandle.get(handle);
   }
 
   /** @internal A request that failed before reaching UCX because its signal had already aborted. */
-  _aborted<T>(what: string): Request<T> {
+  [kAborted]<T>(what: string): Request<T> {
     const request = new Request<T>(INTERNAL, null, ResultKind.Void, what, null);
     request._abandon('aborted');
     return request;
   }
 
   /** @internal */
-  _listenerClosed(listener: Listener): void {
+  [kListenerClosed](listener: Listener): void {
     this.#listeners.delete(listener);
-    this._updateBusy();
+    this[kUpdateBusy]();
   }
 }

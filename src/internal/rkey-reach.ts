@@ -21,6 +21,7 @@
  * with a record of the same component and size as the one it stands for, so the component that reads
  * it is the one whose format it has.
  */
+import { kPackedRkey } from './symbols.js';
 import { OutCell, ucx } from '../ffi/index.js';
 import { parsePackedRkey } from './packed-rkey.js';
 import type { Context } from '../context.js';
@@ -54,7 +55,7 @@ function ownSharedMemoryRecords(context: Context): OwnRecords {
   if (own === undefined) {
     const components = context._mdComponents();
     const handle = context.createMemoryHandle(4096);
-    const packed = handle._packedRkey();
+    const packed = handle[kPackedRkey]();
     const byComponent = new Map<string, OwnRecord>();
     for (const md of parsePackedRkey(packed).mds) {
       const component = components.get(md.index);

@@ -18,7 +18,9 @@ import { MessageFormatError } from './errors.js';
 import type { PeerTags } from './handshake.js';
 import { messageTag } from './peer-info.js';
 import { HEADER_BYTES, decodeHeader, encodeHeaders } from './tag-multi-header.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken } from '../internal/misuse-errors.js';
+import {
+  InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
+} from '../internal/misuse-errors.js';
 
 const FULL_MASK = (1n << 64n) - 1n;
 

@@ -317,7 +317,9 @@ function methodsOf(cls: { prototype: object }): { key: PropertyKey; descriptor: 
     // EventEmitter's own methods are Node's, not ucxx-ts's.
     if (proto.constructor?.name === 'EventEmitter') break;
     for (const key of Reflect.ownKeys(proto)) {
-      if (key === 'constructor' || seen.has(key) || (typeof key === 'string' && key.startsWith('_'))) continue;
+      // Internal members: '_' names and ucxx-ts's module symbols (src/internal/symbols.ts), not the API.
+      if (key === 'constructor' || seen.has(key) || (typeof key === 'string' && key.startsWith('_')) ||
+        (typeof key === 'symbol' && key.description?.startsWith('ucxx-ts.') === true)) continue;
       seen.add(key);
       result.push({ key, descriptor: Object.getOwnPropertyDescriptor(proto, key) as PropertyDescriptor });
     }
