@@ -109,8 +109,9 @@ class CPeer {
   /** `promise`, unless the peer exits first or `ms` pass; a failure carries the peer's output. */
   async guard<T>(promise: PromiseLike<T>, what: string, ms = STEP_MS): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
+    let ours = false;
     const outcome = new Promise<T>((resolve, reject) => {
-      Promise.resolve(promise).then(resolve, reject);
+      Promise.resolve(promise).then(resolve, (err: unknown) => { ours = true; reject(err); });
       void this.exited.then(({ code, signal }) => reject(new Error(`${what}: the C peer exited (code ${code}, signal ${signal}) first`)));
       timer = setTimeout(() => {
         if (this.running) this.child.kill('SIGALRM'); // makes it print its phase
@@ -120,7 +121,10 @@ class CPeer {
     try {
       return await outcome;
     } catch (err) {
-      await Promise.race([this.exited, new Promise((resolve) => setTimeout(resolve, 1000))]);
+      // A peer that is going away (a transport error, its exit, the SIGALRM) gets a second to finish
+      // printing; a check of ours that refused its bytes (a format error) leaves it running.
+      const transport = typeof (err as { status?: unknown }).status === 'number';
+      if (!ours || transport) await Promise.race([this.exited, new Promise((resolve) => setTimeout(resolve, 1000))]);
       const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
       throw new Error(`${message}\n${this.describe()}`, { cause: err });
     } finally {
