@@ -129,6 +129,9 @@ function errorCallbackAddress(): bigint {
 
 type State = 'open' | 'failed' | 'closing' | 'closed';
 
+/** How long a graceful close of a failed endpoint is progressed before it is left to UCX (ms). */
+const FAILED_CLOSE_WAIT_MS = 100;
+
 
 /** The events of an Endpoint. */
 export interface EndpointEvents {
@@ -893,10 +896,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /** The ucp_ep_close_nbx of this endpoint, progressed for up to closeTimeout. */
   async #closeWith(handle: bigint, force: boolean): Promise<void> {
-    const { request } = this.#postClose(handle, force);
+    const { request, forced } = this.#postClose(handle, force);
     if (request.completed) return;
-    // One that does not finish in time is left to UCX: the worker's destruction releases it.
-    await this.#worker[kProgressUntil](() => request.completed, this.#closeTimeout);
+    // One that does not finish in time is left to UCX: the worker's destruction releases it. A
+    // graceful close of an endpoint whose peer failed (NONE mode, where UCX refuses to force) flushes
+    // toward a peer that is gone and ends only by UCX's own timers, so it is not waited for.
+    const wait = !forced && this.#failure !== undefined ? Math.min(this.#closeTimeout, FAILED_CLOSE_WAIT_MS) : this.#closeTimeout;
+    await this.#worker[kProgressUntil](() => request.completed, wait);
   }
 
   /**
