@@ -104,7 +104,10 @@ export type ErrorHandlingMode = 'auto' | 'peer' | 'none';
 export interface EndpointOptions {
   /** Peer failure detection: see ErrorHandlingMode. Default 'auto'; accepted endpoints take the client's. */
   errorHandling?: ErrorHandlingMode | boolean;
-  /** How long `close()` waits for UCX to finish closing, in ms (then leaves it to the worker). Default 5000. */
+  /**
+   * How long `close()` waits for UCX to finish closing, in ms (then leaves it to the worker). Default
+   * 5000; at most 100 for an endpoint whose peer is gone, whose graceful close UCX ends only by its timers.
+   */
   closeTimeout?: number;
 }
 
