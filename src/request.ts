@@ -11,7 +11,7 @@
  * if (!req.completed) await req;           // or `await req.promise`: cheaper in hot loops
  * ```
  */
-import { UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
+import { UCS_ERR_CANCELED, UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
 import { CanceledError, errorFromStatus, type UcxError } from './errors.js';
 import { INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 
@@ -284,7 +284,7 @@ export class Request<T = void> implements PromiseLike<T> {
   /** @internal Fails with a given error (status taken from it when it is a UcxError). */
   _fail(error: Error): void {
     if (this.#status !== UCS_INPROGRESS) return;
-    this.#status = (error as Partial<UcxError>).status ?? -16;
+    this.#status = (error as Partial<UcxError>).status ?? UCS_ERR_CANCELED;
     this.#error = error;
     this.#finish();
     this.#reject?.(error);

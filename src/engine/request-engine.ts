@@ -15,7 +15,7 @@
  * Arguments are evaluated left to right, so `slot()` runs before the nbx call and `void()` after it. A
  * block's `bracketed` rule is applied here and nowhere else.
  */
-import { UCS_OK, statusOfPtr, ucx, type Ptr } from '../ffi/index.js';
+import { UCS_INPROGRESS, UCS_OK, statusOfPtr, ucx, type Ptr } from '../ffi/index.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost } from '../request.js';
 import { INTERNAL } from '../internal/misuse-errors.js';
 import { beginPost, endPost, inflight } from './completions.js';
@@ -77,7 +77,7 @@ export class RequestEngine implements RequestHost {
     }
     const request = new Request<void>(INTERNAL, this, ResultKind.Void, what, keep);
     const status = statusOfPtr(ptr);
-    if (status !== 1) {
+    if (status !== UCS_INPROGRESS) {
       inflight.release(id);
       request._settle(status, 0, 0n);
       return request;
@@ -113,7 +113,7 @@ export class RequestEngine implements RequestHost {
       return request;
     }
     const status = statusOfPtr(ptr);
-    if (status !== 1) {
+    if (status !== UCS_INPROGRESS) {
       this.#releaseId(request);
       request._settle(status, 0, 0n);
       return request;
