@@ -45,7 +45,7 @@ interface Result {
   test: Test;
   size: number;
   iterations: number;
-  latency_us: { p50: number; avg: number; p99: number };
+  latency_us: { p50: number; p90: number; avg: number; p99: number; p999: number };
   bandwidth_MBps: number;
   message_rate: number;
   memory: string;
@@ -590,22 +590,20 @@ async function measure(
 }
 
 function summarize(plan: Plan, size: number, samples: Float64Array | null, run: { seconds: number; iterations: number } | null): Result {
-  let p50: number;
   let avg: number;
-  let p99: number;
   let iterations: number;
+  let at: (q: number) => number;
   if (samples !== null) {
     const sorted = Float64Array.from(samples).sort();
     iterations = sorted.length;
-    p50 = sorted[Math.floor(iterations * 0.5)] as number;
-    p99 = sorted[Math.min(iterations - 1, Math.floor(iterations * 0.99))] as number;
+    at = (q) => sorted[Math.min(iterations - 1, Math.floor(iterations * q))] as number;
     avg = sorted.reduce((a, b) => a + b, 0) / iterations;
   } else {
+    // A bandwidth or rate run has no per-operation times: every figure is the mean.
     const r = run as { seconds: number; iterations: number };
     iterations = r.iterations;
     avg = (r.seconds * 1e6) / iterations;
-    p50 = avg;
-    p99 = avg;
+    at = () => avg;
   }
   const perOpSeconds = avg / 1e6;
   return {
@@ -613,7 +611,7 @@ function summarize(plan: Plan, size: number, samples: Float64Array | null, run: 
     test: plan.test,
     size,
     iterations,
-    latency_us: { p50: round(p50), avg: round(avg), p99: round(p99) },
+    latency_us: { p50: round(at(0.5)), p90: round(at(0.9)), avg: round(avg), p99: round(at(0.99)), p999: round(at(0.999)) },
     bandwidth_MBps: round(size / perOpSeconds / 1e6),
     message_rate: Math.round(1 / perOpSeconds),
     memory: plan.memory,
@@ -628,7 +626,10 @@ function round(x: number): number {
 
 // ---- output -----------------------------------------------------------------------------------------
 
-const COLUMNS = ['size', 'iterations', '50.0%ile (us)', 'average (us)', '99.0%ile (us)', 'bandwidth (MB/s)', 'msg rate (1/s)'];
+const COLUMNS = [
+  'size', 'iterations', '50.0%ile (us)', '90.0%ile (us)', 'average (us)', '99.0%ile (us)', '99.9%ile (us)', 'bandwidth (MB/s)',
+  'msg rate (1/s)',
+];
 
 function printHeader(plan: Plan): void {
   console.log(`ucxx-perf ${plan.test}: memory ${plan.memory}, progress ${plan.progress}, outstanding ${plan.outstanding}, `
@@ -639,8 +640,8 @@ function printHeader(plan: Plan): void {
 
 function printRow(r: Result): void {
   const cells = [
-    String(r.size), String(r.iterations), r.latency_us.p50.toFixed(3), r.latency_us.avg.toFixed(3),
-    r.latency_us.p99.toFixed(3), r.bandwidth_MBps.toFixed(2), String(r.message_rate),
+    String(r.size), String(r.iterations), r.latency_us.p50.toFixed(3), r.latency_us.p90.toFixed(3), r.latency_us.avg.toFixed(3),
+    r.latency_us.p99.toFixed(3), r.latency_us.p999.toFixed(3), r.bandwidth_MBps.toFixed(2), String(r.message_rate),
   ];
   console.log(cells.map((c) => c.padStart(16)).join(' '));
 }
