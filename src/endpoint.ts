@@ -24,7 +24,7 @@ import {
 import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
-import { asBytes, byteLengthOf, optionsObject, toTag, toU64, type BufferSource, show } from './internal/bytes.js';
+import { asBytes, byteLengthOf, optionsObject, toTag, toU64, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
@@ -113,7 +113,6 @@ export interface EndpointOptions {
 
 const K = CONSTANTS;
 const REQ = layouts.ucp_request_param_t.offsets;
-const FULL_MASK = (1n << 64n) - 1n;
 
 const endpoints = new SlotTable<Endpoint>();
 

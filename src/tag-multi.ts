@@ -16,7 +16,7 @@ import { kLive } from './internal/symbols.js';
 import { constants as bufferConstants } from 'node:buffer';
 import { MessageTruncatedError } from './errors.js';
 import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
-import { optionsObject, byteLengthOf, toTag, type BufferSource, show } from './internal/bytes.js';
+import { optionsObject, byteLengthOf, toTag, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
 import {
   TAG_MULTI_HEADER_SIZE, decodeTagMultiHeader, encodeTagMultiHeaders,
 } from './internal/ucxx-tag-multi-header.js';
@@ -25,7 +25,6 @@ import type { Endpoint } from './endpoint.js';
 import type { ReceiveOptions, Worker } from './worker.js';
 import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL } from './internal/misuse-errors.js';
 
-const FULL_MASK = (1n << 64n) - 1n;
 
 export interface TagMultiRecvOptions extends ReceiveOptions {
   /**

@@ -25,7 +25,7 @@ import {
   kHandle, kHold, kListenerClosed, kLive, kMaxAmHeader, kProgressUntil, kReadStreamAhead, kRequests, kSettle,
   kTagRecv, kTeardownAtExit, kUpdateBusy, kWorkerClosed,
 } from './internal/symbols.js';
-import { asBytes, byteLengthOf, optionsObject, toTag, type BufferSource, show } from './internal/bytes.js';
+import { asBytes, byteLengthOf, optionsObject, toTag, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
 import { resolveSockaddr } from './internal/sockaddr.js';
@@ -96,7 +96,6 @@ function resolveErrorMode(option: ErrorHandlingMode | boolean | undefined, local
       throw new InvalidArgumentError(`errorHandling must be 'auto', 'peer', 'none' or a boolean, got ${show(option)}`);
   }
 }
-const FULL_MASK = (1n << 64n) - 1n;
 /** How long worker.close() lets a closed listener drain (Listener#drain) before destroying it. */
 const LISTENER_DRAIN_LIMIT_MS = 1000;
 
@@ -168,9 +167,8 @@ export class Worker {
     const out = new OutCell();
     check(ucx().ucp_worker_create(contextHandle, params.buffer, out.reset()), 'ucp_worker_create');
     this.#handle = out.ptr();
-    const worker = this;
     const requests = new RequestEngine({
-      get handle() { return worker.#handle; },
+      workerHandle: () => this.#handle,
       busyChanged: () => this[kUpdateBusy](),
     });
     this[kRequests] = requests;

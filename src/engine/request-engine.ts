@@ -24,7 +24,7 @@ import { ParamBlocks, type ParamBlock } from './param-blocks.js';
 /** What the engine needs from its worker. */
 export interface RequestEngineHost {
   /** The ucp_worker_h while it exists (also during close), for cancellation. */
-  readonly handle: bigint | null;
+  workerHandle(): bigint | null;
   /** The in-flight count went 0 -> 1 or 1 -> 0: the worker's busy state may have changed. */
   busyChanged(): void;
 }
@@ -147,7 +147,7 @@ export class RequestEngine implements RequestHost {
 
   /** RequestHost: `request.cancel()` of a request UCX holds. */
   cancelRequest(handle: bigint): void {
-    const worker = this.#host.handle;
+    const worker = this.#host.workerHandle();
     if (worker !== null) ucx().ucp_request_cancel(worker, handle);
   }
 

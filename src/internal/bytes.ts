@@ -109,6 +109,9 @@ export function toU64(value: unknown, what: string): bigint {
   throw new InvalidArgumentError(`${what} must be a number or a bigint, got ${describe(value)}`);
 }
 
+/** The tag mask that matches every bit: a receive of exactly one tag. */
+export const FULL_MASK = (1n << 64n) - 1n;
+
 /** A 64-bit tag or mask: a bigint in [0, 2^64) or a non-negative safe integer. */
 export function toTag(value: unknown, what = 'tag'): bigint {
   return toU64(value, what);

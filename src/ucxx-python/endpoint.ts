@@ -13,7 +13,7 @@
  */
 import { constants as bufferConstants } from 'node:buffer';
 import type { Endpoint } from '../endpoint.js';
-import { optionsObject, byteLengthOf, type BufferSource, show } from '../internal/bytes.js';
+import { optionsObject, byteLengthOf, type BufferSource, show, FULL_MASK } from '../internal/bytes.js';
 import { MessageFormatError } from './errors.js';
 import type { PeerTags } from './handshake.js';
 import { messageTag } from './peer-info.js';
@@ -22,7 +22,6 @@ import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
 } from '../internal/misuse-errors.js';
 
-const FULL_MASK = (1n << 64n) - 1n;
 
 /** Options of the ucxx Python message helpers' sends. */
 export interface UcxxPythonTagOptions {
