@@ -4,6 +4,8 @@ import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
+import { readFileSync } from 'node:fs';
+import { PERF_TESTS } from '../cli/perf/tests.js';
 
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist', 'cli', 'ucxx-perf.js');
 
@@ -58,6 +60,26 @@ test('--local with event progress, error handling and a flush every N: the optio
   const flushed = run(['--local', '-t', 'put_bw', '-s', '8', '-n', '3000', '-F', '1000', '--json']);
   assert.equal(flushed.status, 0, flushed.stderr);
   assert.equal((JSON.parse(flushed.stdout.trim()) as Record<string, unknown>)['iterations'], 3000);
+});
+
+test('docs/performance.md describes each test of the table, with the ucx_perftest counterpart the bench runs', () => {
+  const doc = readFileSync(path.join(path.dirname(CLI), '..', '..', 'docs', 'performance.md'), 'utf8');
+  const rows = new Map<string, string>();
+  for (const line of doc.split('\n')) {
+    const row = /^\| `([a-z_]+)` \|(.*)$/.exec(line);
+    if (row !== null) rows.set(row[1] as string, row[2] as string);
+  }
+  const options = /^\| `-t TEST` \| `([^`]*)` \|/m.exec(doc);
+  assert.deepEqual(options?.[1]?.split(' '), [...PERF_TESTS.keys()], 'the -t row lists the tests in the table\'s order');
+  for (const test of PERF_TESTS.values()) {
+    const row = rows.get(test.name);
+    assert.ok(row !== undefined, `no row for ${test.name}`);
+    assert.ok(row.includes(`\`${test.ucxPerftest.test}`), `${test.name}: the row does not name ${test.ucxPerftest.test}`);
+    assert.equal(/\| none( \(one-sided\))? \|$/.test(row), test.net.mode === null, `${test.name}: the net column`);
+  }
+  assert.deepEqual([...rows.keys()].filter((name) => !PERF_TESTS.has(name)), [], 'rows for tests that do not exist');
+  const usage = run(['--help']);
+  for (const name of PERF_TESTS.keys()) assert.match(usage.stdout, new RegExp(`^ +${name} `, 'm'));
 });
 
 const INFO = path.join(path.dirname(CLI), 'ucxx-info.js');
