@@ -28,7 +28,10 @@ import { ClosedError } from './errors.js';
 import { Request, ResultKind } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
 import { asBytes, type BufferSource, show } from './internal/bytes.js';
-import { kEndpointByHandle, kRequests, kUpdateBusy } from './internal/symbols.js';
+import {
+  kComplete, kDecision, kEndpointByHandle, kOnMessage, kPendingDescriptors, kRelease, kReleaseDescriptor,
+  kReply, kRequests, kUpdateBusy,
+} from './internal/symbols.js';
 import type { Endpoint } from './endpoint.js';
 import type { Worker } from './worker.js';
 import {
@@ -65,20 +68,20 @@ class PendingDescriptor {
   constructor(dispatcher: AmDispatcher, descriptor: bigint) {
     this.#dispatcher = dispatcher;
     this.#descriptor = descriptor;
-    dispatcher._pending.add(this);
+    dispatcher[kPendingDescriptors].add(this);
   }
 
   /** Hands the descriptor over (to ucp_am_recv_data_nbx); null when already taken or released. */
   take(): bigint | null {
     const descriptor = this.#descriptor;
     this.#descriptor = null;
-    this.#dispatcher._pending.delete(this);
+    this.#dispatcher[kPendingDescriptors].delete(this);
     return descriptor;
   }
 
   release(): void {
     const descriptor = this.take();
-    if (descriptor !== null) this.#dispatcher._releaseDescriptor(descriptor);
+    if (descriptor !== null) this.#dispatcher[kReleaseDescriptor](descriptor);
   }
 }
 
@@ -91,7 +94,7 @@ function amCallbackAddress(): bigint {
     (arg: number, header: bigint | null, headerLength: number, data: bigint | null, length: number, param: bigint | null) => {
       const dispatcher = dispatchers.get(Math.floor(arg / 0x10000));
       if (dispatcher === undefined) return UCS_OK;
-      return dispatcher._onMessage(arg & 0xffff, header, headerLength, data, length, param);
+      return dispatcher[kOnMessage](arg & 0xffff, header, headerLength, data, length, param);
     },
   );
   return amCallback;
@@ -114,7 +117,7 @@ export class AmMessage {
   readonly #data: Uint8Array | null;
   readonly #pending: PendingDescriptor | null;
   /** @internal Set while the handler runs inside the UCX callback: the status to return to UCX. */
-  _decision: number | null = null;
+  [kDecision]: number | null = null;
 
   /** @internal Received messages only (IllegalConstructorError otherwise). */
   constructor(
@@ -160,8 +163,8 @@ export class AmMessage {
         result = target.subarray(0, data.byteLength);
       }
       const request = new Request<Uint8Array>(INTERNAL, null, ResultKind.Bytes, 'AM receive', null);
-      request._reply = result;
-      request._settle(UCS_OK, result.byteLength, 0n);
+      request[kReply] = result;
+      request[kComplete](UCS_OK, result.byteLength, 0n);
       return request;
     }
     const descriptor = this.#pending.take();
@@ -169,12 +172,12 @@ export class AmMessage {
       throw new InvalidStateError('the data of this rendezvous message was already received, rejected or released');
     }
     forgottenMessages.unregister(this);
-    if (this._decision === null) this._decision = UCS_INPROGRESS;
+    if (this[kDecision] === null) this[kDecision] = UCS_INPROGRESS;
     const destination = target ?? new Uint8Array(this.length);
     const requests = this.#worker[kRequests];
     const block = requests.params.amRecvData;
     const request = requests.open<Uint8Array>(block, ResultKind.Bytes, 'AM receive', destination);
-    request._reply = destination;
+    request[kReply] = destination;
     // Completed at once means the whole payload is in `destination`.
     return requests.track(request, block, ucx().ucp_am_recv_data_nbx(this.#workerHandle, descriptor, destination, this.length, block.address), this.length);
   }
@@ -191,16 +194,16 @@ export class AmMessage {
     }
     if (this.#pending === null) return;
     forgottenMessages.unregister(this);
-    if (this._decision === null) {
+    if (this[kDecision] === null) {
       // Still inside the UCX callback: UCX sends this status to the sender and frees the descriptor.
-      if (this.#pending.take() !== null) this._decision = status;
+      if (this.#pending.take() !== null) this[kDecision] = status;
       return;
     }
     this.#pending.release();
   }
 
   /** @internal Releases a rendezvous descriptor nobody took (after an async handler, or at close). */
-  _release(): void {
+  [kRelease](): void {
     if (this.#pending === null) return;
     forgottenMessages.unregister(this);
     this.#pending.release();
@@ -228,7 +231,7 @@ export class AmDispatcher {
     return this.#waiting > 0;
   }
   /** @internal Rendezvous descriptors not yet received or released (released at close). */
-  readonly _pending = new Set<PendingDescriptor>();
+  readonly [kPendingDescriptors] = new Set<PendingDescriptor>();
 
   constructor(worker: Worker, workerHandle: bigint) {
     this.#worker = worker;
@@ -259,7 +262,7 @@ export class AmDispatcher {
       const waiter = queue.waiters.shift();
       if (waiter !== undefined) waiter({ value: message, done: false });
       else queue.messages.push(message);
-      message._decision ??= UCS_INPROGRESS; // kept for the consumer
+      message[kDecision] ??= UCS_INPROGRESS; // kept for the consumer
     });
     this.#register(id, true);
     const end = (): void => {
@@ -298,7 +301,7 @@ export class AmDispatcher {
     const queue = this.#queues.get(id);
     if (queue === undefined) return;
     this.#queues.delete(id);
-    for (const message of queue.messages) message._release();
+    for (const message of queue.messages) message[kRelease]();
     for (const waiter of queue.waiters.splice(0)) waiter({ value: undefined, done: true });
   }
 
@@ -316,7 +319,7 @@ export class AmDispatcher {
   }
 
   /** @internal Runs inside ucp_worker_progress: builds the message and lets its handler decide. */
-  _onMessage(
+  [kOnMessage](
     id: number, header: bigint | null, headerLength: number, data: bigint | null, length: number,
     param: bigint | null,
   ): number {
@@ -345,20 +348,20 @@ export class AmDispatcher {
       result = handler(message);
     } catch (err) {
       warn(id, err);
-      if (message.rendezvous && message._decision === null) message.reject();
+      if (message.rendezvous && message[kDecision] === null) message.reject();
     }
-    const decision = message._decision;
+    const decision = message[kDecision];
     if (!message.rendezvous) return UCS_OK;
     if (decision !== null) return decision;
     // Neither received nor rejected yet: UCX keeps the descriptor. An async handler has until its Promise
     // settles; a message handed on elsewhere is released once received, rejected or garbage-collected.
-    message._decision = UCS_INPROGRESS;
+    message[kDecision] = UCS_INPROGRESS;
     if (result instanceof Promise) {
       result.then(
-        () => message._release(),
+        () => message[kRelease](),
         (err: unknown) => {
           warn(id, err);
-          message._release();
+          message[kRelease]();
         },
       );
     }
@@ -366,7 +369,7 @@ export class AmDispatcher {
   }
 
   /** @internal */
-  _releaseDescriptor(descriptor: bigint): void {
+  [kReleaseDescriptor](descriptor: bigint): void {
     if (!this.#closed) ucx().ucp_am_data_release(this.#workerHandle, descriptor);
   }
 
@@ -375,8 +378,8 @@ export class AmDispatcher {
   close(): number {
     if (this.#closed) return 0;
     for (const id of [...this.#queues.keys()]) this.#endQueue(id);
-    const released = this._pending.size;
-    for (const pending of [...this._pending]) pending.release();
+    const released = this[kPendingDescriptors].size;
+    for (const pending of [...this[kPendingDescriptors]]) pending.release();
     this.#closed = true;
     for (const id of this.#handlers.keys()) this.#register(id, false);
     this.#handlers.clear();

@@ -9,7 +9,8 @@
  * ```
  */
 import {
-  kLiveHandle, kMemoryHandleClosed, kPackedRkey, kPackedRkeyReference, kTeardownAtExit, kUnmap, kWorkerClosed,
+  kLiveHandle, kMdComponents, kMemoryHandleClosed, kPackedRkey, kPackedRkeyReference, kTeardownAtExit, kUnmap,
+  kWorkerClosed,
 } from './internal/symbols.js';
 import { debug } from './internal/debug-log.js';
 import {
@@ -346,7 +347,7 @@ export class Context {
   }
 
   /** @internal This context's md index -> transport component name (from ucp_context_print_info). */
-  _mdComponents(): Map<number, string> {
+  [kMdComponents](): Map<number, string> {
     if (this.#mdComponents === undefined) {
       const handle = this[kLiveHandle]();
       this.#mdComponents = parseMdComponents(captureStream((stream) => ucx().ucp_context_print_info(handle, stream)));

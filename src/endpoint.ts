@@ -29,9 +29,10 @@ import { buildIov } from './internal/iov.js';
 import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
-  kAborted, kDefer, kEndpointClosed, kEndpointOpened, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed,
-  kKeyUnpacked, kLive, kMaxAmHeader, kOnPeerError, kProgressUntil, kReadStreamAhead, kRemoteAddress,
-  kRequests, kTagRecv, kUnpack, kWireupFlush,
+  kAbandon, kAborted, kBindSignal, kCreate, kDefer, kDetachable, kEndpointClosed, kEndpointOpened,
+  kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMaxAmHeader,
+  kOnPeerError, kOnSettle, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
+  kTagRecv, kUnpack, kWatched, kWireupFlush,
 } from './internal/symbols.js';
 import { StreamReceiver } from './endpoint/stream-receiver.js';
 import {
@@ -191,7 +192,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   #watchdog: NodeJS.Timeout | null = null;
 
   /** @internal (IllegalConstructorError from outside: use worker.connect(), connectToAddress() or a Listener) */
-  static _create(
+  static [kCreate](
     token: typeof INTERNAL, worker: Worker, workerHandle: bigint, options: EndpointOptions,
     errorMode: 'peer' | 'none' | null,
     fill: (params: StructBuffer<keyof typeof layouts.ucp_ep_params_t.offsets>) => void, peer: string,
@@ -726,7 +727,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const block = requests.params.send;
     const request = requests.void(requests.slot(block), ucx().ucp_ep_flush_nbx(ep, block.address), 'wireup flush', null);
     if (!request.completed) {
-      request._detachable = true;
+      request[kDetachable] = true;
       this.#wireup = request;
     }
     return request;
@@ -742,21 +743,21 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * hold a rendezvous or synchronous send, or an unread stream, for as long as it likes.
    */
   #inFlight<T>(request: Request<T>, watched: boolean, signal: AbortSignal | undefined): Request<T> {
-    request._owner = this;
-    request._detachable = true;
+    request[kOwner] = this;
+    request[kDetachable] = true;
     if (watched) {
-      request._watched = true;
+      request[kWatched] = true;
       this.#armed++;
     } else {
       this.#sending++;
     }
     if (this.#watchdog === null) this.#startWatchdog();
-    if (signal !== undefined) request._bindSignal(signal);
+    if (signal !== undefined) request[kBindSignal](signal);
     return request;
   }
 
   /** @internal An operation of this endpoint settled (Request.#finish). */
-  _opSettled(watched: boolean, completed: boolean): void {
+  [kOpSettled](watched: boolean, completed: boolean): void {
     if (completed) this.#progress++;
     if (watched) this.#armed--;
     else this.#sending--;
@@ -807,7 +808,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
         if (probe.completed) this.#progress++;
         else {
           this.#probe = probe;
-          probe._onSettle = () => {
+          probe[kOnSettle] = () => {
             this.#probe = null;
           };
         }
@@ -829,14 +830,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   #failed(): void {
     const failure = this.#failure as UcxError;
     // The listener hands the endpoint out when its wireup flush settles: before 'close', always.
-    this.#wireup?._failDetached(failure);
+    this.#wireup?.[kFailDetached](failure);
     this.#wireup = null;
     if (this.#closedByPeer) {
       void this.close();
       return;
     }
     for (const request of inflight.values()) {
-      if (request._owner === this) request._failDetached(failure);
+      if (request[kOwner] === this) request[kFailDetached](failure);
     }
     if (this.listenerCount('error') > 0) this.emit('error', failure);
     void this.close();
@@ -883,9 +884,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     // What UCX did not complete by now settles here; its buffers stay referenced until UCX lets go.
     const closed = new CanceledError(`the endpoint to ${this.#peer} was closed`);
     for (const request of inflight.values()) {
-      if (request._owner === this) request._failDetached(closed);
+      if (request[kOwner] === this) request[kFailDetached](closed);
     }
-    for (const request of [...this.#receives]) request._abandon('the endpoint was closed');
+    for (const request of [...this.#receives]) request[kAbandon]('the endpoint was closed');
     this.#stream.clear();
     this.#handle = null;
     this.#state = 'closed';

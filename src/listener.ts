@@ -11,8 +11,8 @@
  * ```
  */
 import {
-  kCloseWithin, kDefer, kHandle, kListenerClosed, kOnConnRequest, kReadStreamAhead, kSettle, kUpdateBusy,
-  kWireupFlush,
+  kCloseWithin, kCreate, kDefer, kHandle, kListenerClosed, kOnConnRequest, kReadStreamAhead, kSettle,
+  kUpdateBusy, kWireupFlush,
 } from './internal/symbols.js';
 import { debug } from './internal/debug-log.js';
 import { CONSTANTS, OutCell, StructBuffer, addressOf, layouts, registerCallback, ucx } from './ffi/index.js';
@@ -189,7 +189,7 @@ export class Listener implements AsyncIterable<Endpoint> {
     }
     let endpoint: Endpoint;
     try {
-      endpoint = Endpoint._create(INTERNAL, this.#worker, workerHandle, this.#endpointOptions, null, (params) => {
+      endpoint = Endpoint[kCreate](INTERNAL, this.#worker, workerHandle, this.#endpointOptions, null, (params) => {
         params
           .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_CONN_REQUEST)
           .setPtr('conn_request', connRequest);

@@ -15,7 +15,7 @@
  * const serialized = region.createRemoteKey().serialize(); // send to the peer
  * ```
  */
-import { kLiveHandle, kMemoryHandleClosed, kPackedRkey, kUnmap } from './internal/symbols.js';
+import { kFromMemoryHandle, kLiveHandle, kMemoryHandleClosed, kPackedRkey, kUnmap } from './internal/symbols.js';
 import {
   CONSTANTS, OutCell, StructBuffer, addressOf, copyFromMemory, layouts, ucx, viewOfMemory,
 } from './ffi/index.js';
@@ -201,7 +201,7 @@ export class MemoryHandle {
    */
   createRemoteKey(): RemoteKey {
     this.#live();
-    return RemoteKey._fromMemoryHandle(this);
+    return RemoteKey[kFromMemoryHandle](this);
   }
 
   /** @internal The packed rkey bytes (`ucp_rkey_pack`), computed once. */

@@ -17,8 +17,8 @@
  * ```
  */
 import {
-  kAddressOf, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kPackedRkey, kPackedRkeyReference, kRemoteAddress,
-  kUnpack,
+  kAddressOf, kFromMemoryHandle, kFromSerialized, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMdComponents,
+  kPackedRkey, kPackedRkeyReference, kRemoteAddress, kUnpack,
 } from './internal/symbols.js';
 import { ucx } from './ffi/index.js';
 import { ClosedError, RemoteAccessError } from './errors.js';
@@ -80,14 +80,14 @@ export class RemoteKey {
   }
 
   /** @internal */
-  static _fromMemoryHandle(handle: MemoryHandle): RemoteKey {
+  static [kFromMemoryHandle](handle: MemoryHandle): RemoteKey {
     return new RemoteKey(
       INTERNAL, handle[kPackedRkey](), handle.getBaseAddress(), BigInt(handle.getSize()), handle.access, true, null, null,
     );
   }
 
   /** @internal */
-  static _fromSerialized(endpoint: Endpoint, serialized: unknown): RemoteKey {
+  static [kFromSerialized](endpoint: Endpoint, serialized: unknown): RemoteKey {
     const bytes = asBytes(serialized, 'serialized remote key');
     endpoint[kLive]('createRemoteKeyFromSerialized');
     const decoded = decodeSerializedRemoteKey(bytes);
@@ -95,7 +95,7 @@ export class RemoteKey {
     checkPackedRkeyAgainstReference(decoded.packedRkeyInfo, context[kPackedRkeyReference]());
     const ep = endpoint[kLive]('createRemoteKeyFromSerialized');
     checkSharedMemoryRecords(
-      decoded.packedRkey, decoded.packedRkeyInfo, context._mdComponents(), decoded.baseAddress, decoded.size,
+      decoded.packedRkey, decoded.packedRkeyInfo, context[kMdComponents](), decoded.baseAddress, decoded.size,
       (index, component, size) => endpointUnpacksRecord(context, endpoint, ep, index, component, size),
     );
     const rkey = endpoint[kUnpack](decoded.packedRkey);
@@ -237,5 +237,5 @@ export function createRemoteKeyFromMemoryHandle(memoryHandle: MemoryHandle): Rem
  */
 export function createRemoteKeyFromSerialized(endpoint: Endpoint, serialized: Uint8Array | ArrayBufferView | ArrayBuffer): RemoteKey {
   if (!(endpoint instanceof Endpoint)) throw new InvalidArgumentError('createRemoteKeyFromSerialized: endpoint must be an Endpoint');
-  return RemoteKey._fromSerialized(endpoint, serialized);
+  return RemoteKey[kFromSerialized](endpoint, serialized);
 }

@@ -14,6 +14,9 @@
 import { UCS_ERR_CANCELED, UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
 import { CanceledError, errorFromStatus, type UcxError } from './errors.js';
 import { INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
+import {
+  kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kGroup, kHost, kLate, kOnSettle, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,
+} from './internal/symbols.js';
 
 /** What a completed tag receive reports. */
 export interface TagRecvInfo {
@@ -48,7 +51,7 @@ export interface RequestHost {
  */
 export interface RequestOwner {
   /** `completed`: UCX finished it (false when settled early: cancelled, or its endpoint failed). */
-  _opSettled(watched: boolean, completed: boolean): void;
+  [kOpSettled](watched: boolean, completed: boolean): void;
 }
 
 /** @internal A request of any result type, for bookkeeping. */
@@ -76,64 +79,62 @@ export class Request<T = void> implements PromiseLike<T> {
   /** Memory the operation reads or writes, kept reachable until it completes. */
   #keep: unknown;
   /** @internal The slot id carried in user_data; 0 when none. */
-  _id = 0;
+  [kSlotId] = 0;
   /** @internal Counted among its worker's operations in flight. */
-  _tracked = false;
+  [kTracked] = false;
   /**
    * @internal In flight without keeping the worker busy (a stream read-ahead nobody waits for yet), so
    * that it neither keeps the process alive nor makes 'polling' spin; see RequestEngine.foreground.
    */
-  _background = false;
+  [kBackground] = false;
   /** @internal Set once ucp_request_free was called on an unfinished request (worker teardown). */
-  _released = false;
+  [kReleased] = false;
   /** @internal The UCX request handle while in flight. */
-  _handle: bigint | null = null;
+  [kUcxRequest]: bigint | null = null;
   /** @internal A set that tracks this request until it settles (an endpoint's receives). */
-  _group: Set<AnyRequest> | null = null;
+  [kGroup]: Set<AnyRequest> | null = null;
   /** @internal Where the operation's result lands (atomic fetch, received bytes). */
-  _reply: Uint8Array | null = null;
-  /** @internal Added to the reported length (a stream receive partly served from earlier bytes). */
-  _lengthBase = 0;
+  [kReply]: Uint8Array | null = null;
   /**
    * @internal For operations UCX cannot cancel (stream receives in 1.13): settles the request as
    * cancelled at once, and `_late` then receives UCX's real completion.
    */
-  _cancelFallback: (() => void) | null = null;
+  [kCancelFallback]: (() => void) | null = null;
   /** @internal Called with UCX's completion of a request that was already settled as cancelled. */
-  _late: ((status: number, length: number) => void) | null = null;
+  [kLate]: ((status: number, length: number) => void) | null = null;
   /**
    * @internal Called synchronously when the request settles (status, reported length, error). Internal
    * chains use it instead of a Promise continuation, so that they also advance inside
    * `worker.progressUntil()`, which runs no microtasks.
    */
-  _onSettle: ((status: number, length: number, error: Error | undefined) => void) | null = null;
+  [kOnSettle]: ((status: number, length: number, error: Error | undefined) => void) | null = null;
   /** @internal Detaches this request from an AbortSignal once it settles. */
-  _unbind: (() => void) | null = null;
+  [kUnbind]: (() => void) | null = null;
   /** @internal What the operation is, for error messages. */
-  _what: string;
+  [kWhat]: string;
   /** @internal The endpoint this operation in flight belongs to (set only when it did not complete at once). */
-  _owner: RequestOwner | null = null;
+  [kOwner]: RequestOwner | null = null;
   /** @internal Counted by its owner's watchdog: an operation only the peer's UCX has to answer. */
-  _watched = false;
+  [kWatched] = false;
   /**
    * @internal UCX cannot cancel this kind (sends, RMA, atomics, flush): `cancel()` and a failed endpoint
    * settle it at once and UCX keeps the request, and its memory stays referenced, until UCX is done.
    */
-  _detachable = false;
+  [kDetachable] = false;
   /** @internal Settled for JavaScript while UCX still holds the request (see `_detachable`). */
-  _detached = false;
+  [kDetached] = false;
 
   /** @internal Requests are made by Worker and Endpoint (IllegalConstructorError from outside). */
   constructor(token: typeof INTERNAL, host: RequestHost | null, kind: ResultKind, what: string, keep: unknown) {
     if (token !== INTERNAL) checkConstructorToken(token, 'Request', 'the Request an operation returns');
     this.#host = host;
     this.#kind = kind;
-    this._what = what;
+    this[kWhat] = what;
     this.#keep = keep;
   }
 
   /** @internal The worker it belongs to until it settles. */
-  get _host(): RequestHost | null {
+  get [kHost](): RequestHost | null {
     return this.#host;
   }
 
@@ -177,22 +178,22 @@ export class Request<T = void> implements PromiseLike<T> {
    */
   cancel(): void {
     if (this.completed) return;
-    if (this._cancelFallback !== null) {
-      this._cancelFallback();
+    if (this[kCancelFallback] !== null) {
+      this[kCancelFallback]();
       return;
     }
-    if (this._handle !== null && this.#host !== null) this.#host.cancelRequest(this._handle);
-    if (!this.completed && this._detachable) this._failDetached(new CanceledError(`${this._what}: canceled`));
+    if (this[kUcxRequest] !== null && this.#host !== null) this.#host.cancelRequest(this[kUcxRequest]);
+    if (!this.completed && this[kDetachable]) this[kFailDetached](new CanceledError(`${this[kWhat]}: canceled`));
   }
 
   /**
    * @internal Rejects with `error` now, leaving the UCX request to finish (or be purged) later: its
    * handle, id and memory stay until UCX's completion arrives (see `_settle`).
    */
-  _failDetached(error: Error): void {
+  [kFailDetached](error: Error): void {
     if (this.completed) return;
-    this._detached = this._handle !== null;
-    this._fail(error);
+    this[kDetached] = this[kUcxRequest] !== null;
+    this[kFail](error);
   }
 
   /**
@@ -236,15 +237,15 @@ export class Request<T = void> implements PromiseLike<T> {
   }
 
   /** @internal Completes with a UCS status and the raw completion data. */
-  _settle(status: number, length: number, tag: bigint): void {
+  [kComplete](status: number, length: number, tag: bigint): void {
     if (this.#status !== UCS_INPROGRESS) {
-      if (this._detached) {
+      if (this[kDetached]) {
         // UCX is done with a request settled earlier: release what it held.
-        this._detached = false;
+        this[kDetached] = false;
         this.#release();
       }
-      const late = this._late;
-      this._late = null;
+      const late = this[kLate];
+      this[kLate] = null;
       late?.(status, length);
       return;
     }
@@ -255,20 +256,20 @@ export class Request<T = void> implements PromiseLike<T> {
           this.#value = { length, senderTag: tag } as T;
           break;
         case ResultKind.Length:
-          this.#value = (this._lengthBase + length) as T;
+          this.#value = length as T;
           break;
         case ResultKind.Reply32: {
-          const reply = this._reply as Uint8Array;
+          const reply = this[kReply] as Uint8Array;
           this.#value = new DataView(reply.buffer, reply.byteOffset, 4).getUint32(0, true) as T;
           break;
         }
         case ResultKind.Reply64: {
-          const reply = this._reply as Uint8Array;
+          const reply = this[kReply] as Uint8Array;
           this.#value = new DataView(reply.buffer, reply.byteOffset, 8).getBigUint64(0, true) as T;
           break;
         }
         case ResultKind.Bytes:
-          this.#value = (this._reply as Uint8Array).subarray(0, length) as T;
+          this.#value = (this[kReply] as Uint8Array).subarray(0, length) as T;
           break;
         default:
           break;
@@ -277,12 +278,12 @@ export class Request<T = void> implements PromiseLike<T> {
       this.#resolve?.(this.#value as T);
       this.#notify(UCS_OK, length, undefined);
     } else {
-      this._fail(errorFromStatus(status, this._what));
+      this[kFail](errorFromStatus(status, this[kWhat]));
     }
   }
 
   /** @internal Fails with a given error (status taken from it when it is a UcxError). */
-  _fail(error: Error): void {
+  [kFail](error: Error): void {
     if (this.#status !== UCS_INPROGRESS) return;
     this.#status = (error as Partial<UcxError>).status ?? UCS_ERR_CANCELED;
     this.#error = error;
@@ -292,49 +293,49 @@ export class Request<T = void> implements PromiseLike<T> {
   }
 
   #notify(status: number, length: number, error: Error | undefined): void {
-    const onSettle = this._onSettle;
+    const onSettle = this[kOnSettle];
     if (onSettle === null) return;
-    this._onSettle = null;
+    this[kOnSettle] = null;
     onSettle(status, length, error);
   }
 
   /** @internal Fails with CanceledError, e.g. when its worker or endpoint closes before it completes. */
-  _abandon(reason: string): void {
-    this._fail(new CanceledError(`${this._what}: ${reason}`));
+  [kAbandon](reason: string): void {
+    this[kFail](new CanceledError(`${this[kWhat]}: ${reason}`));
   }
 
   /** @internal Cancels this request when `signal` aborts (rejecting with CanceledError). */
-  _bindSignal(signal: AbortSignal | undefined): void {
+  [kBindSignal](signal: AbortSignal | undefined): void {
     if (signal === undefined || this.completed) return;
     const onAbort = (): void => {
-      if (this._handle !== null || this._cancelFallback !== null) this.cancel();
-      else this._abandon('aborted');
+      if (this[kUcxRequest] !== null || this[kCancelFallback] !== null) this.cancel();
+      else this[kAbandon]('aborted');
     };
     signal.addEventListener('abort', onAbort, { once: true });
-    this._unbind = () => signal.removeEventListener('abort', onAbort);
+    this[kUnbind] = () => signal.removeEventListener('abort', onAbort);
   }
 
   #finish(): void {
-    this._cancelFallback = null;
-    if (this._unbind !== null) {
-      this._unbind();
-      this._unbind = null;
+    this[kCancelFallback] = null;
+    if (this[kUnbind] !== null) {
+      this[kUnbind]();
+      this[kUnbind] = null;
     }
-    this._group?.delete(this);
-    this._group = null;
-    const owner = this._owner;
+    this[kGroup]?.delete(this);
+    this[kGroup] = null;
+    const owner = this[kOwner];
     if (owner !== null) {
-      this._owner = null;
-      owner._opSettled(this._watched, !this._detached);
+      this[kOwner] = null;
+      owner[kOpSettled](this[kWatched], !this[kDetached]);
     }
-    if (!this._detached) this.#release();
+    if (!this[kDetached]) this.#release();
   }
 
   /** What UCX needed while it held the request: memory, handle, the worker's count. */
   #release(): void {
     this.#keep = undefined;
-    this._reply = null;
-    this._handle = null;
+    this[kReply] = null;
+    this[kUcxRequest] = null;
     const host = this.#host;
     this.#host = null;
     host?.requestSettled(this);
@@ -346,4 +347,4 @@ export class Request<T = void> implements PromiseLike<T> {
  * state that could change, so one instance serves them all and such an operation allocates nothing.
  */
 export const COMPLETED: Request<void> = new Request<void>(INTERNAL, null, ResultKind.Void, 'completed operation', null);
-COMPLETED._settle(UCS_OK, 0, 0n);
+COMPLETED[kComplete](UCS_OK, 0, 0n);

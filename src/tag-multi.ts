@@ -12,7 +12,7 @@
  * is sent with a matching tag meanwhile (as in ucxx). Receives started here for the same worker, tag and
  * mask run one after the other, so several may be started ahead without stealing each other's frames.
  */
-import { kLive } from './internal/symbols.js';
+import { kCancelFallback, kComplete, kFail, kLive, kOnSettle } from './internal/symbols.js';
 import { constants as bufferConstants } from 'node:buffer';
 import { MessageTruncatedError } from './errors.js';
 import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
@@ -53,8 +53,8 @@ function whenAll(parts: readonly AnyRequest[], what: string): Request<void> {
   let pending = 0;
   let failure: Error | undefined;
   const finish = (): void => {
-    if (failure === undefined) result._settle(0, 0, 0n);
-    else result._fail(failure);
+    if (failure === undefined) result[kComplete](0, 0, 0n);
+    else result[kFail](failure);
   };
   const settled = (_status: number, _length: number, error: Error | undefined): void => {
     if (error !== undefined) failure ??= error;
@@ -65,11 +65,11 @@ function whenAll(parts: readonly AnyRequest[], what: string): Request<void> {
       if (part.error !== undefined) failure ??= part.error;
     } else {
       pending++;
-      part._onSettle = settled;
+      part[kOnSettle] = settled;
     }
   }
   if (pending === 0) finish();
-  else result._cancelFallback = () => { for (const part of parts) part.cancel(); };
+  else result[kCancelFallback] = () => { for (const part of parts) part.cancel(); };
   return result;
 }
 

@@ -21,9 +21,10 @@ import { ProgressEngine, type ProgressMode } from './engine/progress-engine.js';
 import { RequestEngine } from './engine/request-engine.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
-  kAborted, kCloseWithin, kDefer, kEndpointByHandle, kEndpointClosed, kEndpointOpened, kForceCloseAtExit,
-  kHandle, kHold, kListenerClosed, kLive, kMaxAmHeader, kProgressUntil, kReadStreamAhead, kRequests, kSettle,
-  kTagRecv, kTeardownAtExit, kUpdateBusy, kWorkerClosed,
+  kAbandon, kAborted, kBindSignal, kCloseWithin, kCreate, kDefer, kDetachable, kEndpointByHandle,
+  kEndpointClosed, kEndpointOpened, kForceCloseAtExit, kGroup, kHandle, kHold, kListenerClosed, kLive,
+  kMaxAmHeader, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kTagRecv, kTeardownAtExit,
+  kUcxRequest, kUpdateBusy, kWorkerClosed,
 } from './internal/symbols.js';
 import { asBytes, byteLengthOf, optionsObject, toTag, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
@@ -297,7 +298,7 @@ export class Worker {
     const requests = this[kRequests];
     const block = requests.params.send;
     const request = requests.void(requests.slot(block), ucx().ucp_worker_flush_nbx(handle, block.address), 'worker flush', null);
-    if (!request.completed) request._detachable = true;
+    if (!request.completed) request[kDetachable] = true;
     return request;
   }
 
@@ -353,10 +354,10 @@ export class Worker {
     requests.track(request, block, ucx().ucp_tag_recv_nbx(handle, data as Buffer, count, t, m, block.address));
     if (!request.completed) {
       if (group !== null) {
-        request._group = group;
+        request[kGroup] = group;
         group.add(request);
       }
-      request._bindSignal(signal);
+      request[kBindSignal](signal);
     }
     return request;
   }
@@ -514,7 +515,7 @@ export class Worker {
     // client-server connection to itself (failed flushes on close, a crash in its async thread when the
     // process exits while connecting), and it gains nothing from shared memory.
     const mode = resolveErrorMode(options.errorHandling, () => isLocalIp(ip) && !isOwnListenerPort(port));
-    const endpoint = Endpoint._create(INTERNAL, this, handle, options, mode, (params) => {
+    const endpoint = Endpoint[kCreate](INTERNAL, this, handle, options, mode, (params) => {
       params
         .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_SOCK_ADDR | K.UCP_EP_PARAM_FIELD_FLAGS)
         .setU32('flags', Number(K.UCP_EP_PARAMS_FLAGS_CLIENT_SERVER))
@@ -566,7 +567,7 @@ export class Worker {
     const checked = new Uint8Array(bytes); // UCX trusts it: validate, and pass, a copy nobody can change
     validateWorkerAddress(checked);
     const mode = resolveErrorMode(options.errorHandling, () => sharesHost(this.#ownAddress(), checked));
-    return Endpoint._create(INTERNAL, this, handle, options, mode, (params) => {
+    return Endpoint[kCreate](INTERNAL, this, handle, options, mode, (params) => {
       params
         .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_REMOTE_ADDRESS)
         .setPtr('address', addressOf(checked));
@@ -602,7 +603,7 @@ export class Worker {
     // and segfaults in ucp_rndv_ats_handler when the answer reaches a sender already cancelled.
     if (this.#am.close() > 0) await this[kProgressUntil](() => false, 50);
     for (const request of this[kRequests].inflightRequests()) {
-      if (request._handle !== null) ucx().ucp_request_cancel(handle, request._handle);
+      if (request[kUcxRequest] !== null) ucx().ucp_request_cancel(handle, request[kUcxRequest]);
     }
     await Promise.all([...this.#endpoints].map((ep) => ep.close()));
     await Promise.all([...this.#listeners].map((listener) => listener[kCloseWithin](LISTENER_DRAIN_LIMIT_MS)));
@@ -614,7 +615,7 @@ export class Worker {
   }
 
   /**
-   * @internal See Context._teardownAtExit: synchronous, for the 'exit' event only. UCX's async thread
+   * @internal See Context[kTeardownAtExit]: synchronous, for the 'exit' event only. UCX's async thread
    * keeps serving a live worker while the libraries are torn down at exit, and crashes; destroying the
    * worker outright with operations pending makes UCX 1.13 abort ("pending request ... should have been
    * flushed"). So: listeners, then a forced close of every endpoint (which purges its pending requests)
@@ -643,11 +644,11 @@ export class Worker {
   #destroy(handle: bigint, reason: string): void {
     const abandoned = this[kRequests].inflightRequests();
     for (const request of abandoned) {
-      if (request._handle !== null) {
-        ucx().ucp_request_free(request._handle);
-        request._released = true;
+      if (request[kUcxRequest] !== null) {
+        ucx().ucp_request_free(request[kUcxRequest]);
+        request[kReleased] = true;
       }
-      request._abandon(reason);
+      request[kAbandon](reason);
     }
     this.#handle = null;
     ucx().ucp_worker_destroy(handle);
@@ -749,7 +750,7 @@ export class Worker {
   /** @internal A request that failed before reaching UCX because its signal had already aborted. */
   [kAborted]<T>(what: string): Request<T> {
     const request = new Request<T>(INTERNAL, null, ResultKind.Void, what, null);
-    request._abandon('aborted');
+    request[kAbandon]('aborted');
     return request;
   }
 

@@ -9,6 +9,7 @@ import { show } from '../internal/bytes.js';
 import type { RequestEngine } from '../engine/request-engine.js';
 import type { AtomicOp, Endpoint } from '../endpoint.js';
 import type { RemoteKey } from '../remote-key.js';
+import { kComplete, kFail, kReply } from '../internal/symbols.js';
 
 const K = CONSTANTS;
 const REQ = layouts.ucp_request_param_t.offsets;
@@ -96,7 +97,7 @@ export function postAtomic(
   const kind = width === 64 ? ResultKind.Reply64 : ResultKind.Reply32;
   block.buffer.writeBigUInt64LE(addressOf(reply), REQ.reply_buffer);
   const request = requests.open<number | bigint | undefined>(block, kind, ATOMIC_LABEL[op], reply);
-  request._reply = reply;
+  request[kReply] = reply;
   requests.track(request, block, ucx().ucp_atomic_op_nbx(ep, opcode, operandAddress, 1, address, rkey, block.address));
   return request;
 }
@@ -125,8 +126,8 @@ export function fetchBitwiseByCompareAndSwap(
     }
     const reply = new Uint8Array(8);
     new DataView(reply.buffer).setBigUint64(0, current, true);
-    request._reply = reply;
-    request._settle(0, 0, 0n);
-  })().catch((err: Error) => request._fail(err));
+    request[kReply] = reply;
+    request[kComplete](0, 0, 0n);
+  })().catch((err: Error) => request[kFail](err));
   return request;
 }

@@ -9,7 +9,9 @@ import { CONSTANTS, ucx } from '../ffi/index.js';
 import { CanceledError } from '../errors.js';
 import { Request, ResultKind, type AnyRequest } from '../request.js';
 import { INTERNAL } from '../internal/misuse-errors.js';
-import { kRequests } from '../internal/symbols.js';
+import {
+  kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kFail, kGroup, kOnSettle, kRequests,
+} from '../internal/symbols.js';
 import type { Worker } from '../worker.js';
 
 const K = CONSTANTS;
@@ -64,7 +66,7 @@ export class StreamReceiver {
   recvClosed(bytes: Uint8Array): Request<number> | null {
     if (this.#stash.length === 0 || this.#entries.length > 0) return null;
     const request = new Request<number>(INTERNAL, null, ResultKind.Length, 'streamRecv', bytes);
-    request._settle(0, this.takeStash(bytes), 0n);
+    request[kComplete](0, this.takeStash(bytes), 0n);
     return request;
   }
 
@@ -82,16 +84,16 @@ export class StreamReceiver {
     const request = new Request<number>(INTERNAL, null, ResultKind.Length, 'streamRecv', bytes);
     const entry: StreamReceive = { request, bytes, waitAll, served: 0, ahead };
     this.#entries.push(entry);
-    request._group = this.#host.receives;
+    request[kGroup] = this.#host.receives;
     this.#host.receives.add(request);
     // UCX 1.13 cannot cancel a stream receive: a cancelled one is settled at once, and bytes that UCX
     // later puts into it are kept for the next receive, so none are lost and the order holds.
-    request._cancelFallback = () => {
+    request[kCancelFallback] = () => {
       const i = this.#entries.indexOf(entry);
       if (i > 0 || (i === 0 && this.#active === null)) this.#entries.splice(i, 1);
-      request._abandon('canceled');
+      request[kAbandon]('canceled');
     };
-    request._bindSignal(signal);
+    request[kBindSignal](signal);
     this.#pump();
     return request;
   }
@@ -131,7 +133,7 @@ export class StreamReceiver {
       if (head.ahead !== true) head.served += this.takeStash(head.bytes.subarray(head.served));
       if (head.served === head.bytes.byteLength || (head.served > 0 && !head.waitAll)) {
         this.#entries.shift();
-        head.request._settle(0, head.served, 0n);
+        head.request[kComplete](0, head.served, 0n);
         continue;
       }
       const handle = this.#host.openHandle();
@@ -143,7 +145,7 @@ export class StreamReceiver {
       block.setFlags(head.waitAll ? Number(K.UCP_STREAM_RECV_FLAG_WAITALL) : 0);
       const ucxRequest = requests.open<number>(block, ResultKind.Length, 'streamRecv', target);
       // Nobody waits on a read-ahead until the first streamRecv (#stopReadingAhead brings it forward).
-      ucxRequest._background = head.ahead === true;
+      ucxRequest[kBackground] = head.ahead === true;
       const ptr = ucx().ucp_stream_recv_nbx(handle, target, target.byteLength, streamLength.address, block.address);
       const immediate = ptr === null ? Number(streamLength.u64()) : 0;
       requests.track(ucxRequest, block, ptr, immediate);
@@ -152,7 +154,7 @@ export class StreamReceiver {
         return;
       }
       this.#active = ucxRequest;
-      ucxRequest._onSettle = (status, length, error) => this.#done(head, target, status, length, ucxRequest, error);
+      ucxRequest[kOnSettle] = (status, length, error) => this.#done(head, target, status, length, ucxRequest, error);
     }
   }
 
@@ -175,7 +177,7 @@ export class StreamReceiver {
       entry.served += this.takeStash(entry.bytes.subarray(entry.served));
       if (entry.served < entry.bytes.byteLength && (entry.served === 0 || entry.waitAll)) return;
       queue.splice(i, 1);
-      entry.request._settle(0, entry.served, 0n);
+      entry.request[kComplete](0, entry.served, 0n);
     }
   }
 
@@ -190,7 +192,7 @@ export class StreamReceiver {
       if (status === 0 && length > 0) this.#stash.push(target.slice(0, length));
       if (head.ahead === true) {
         this.#host.receives.delete(head.request);
-        head.request._settle(status === 0 ? 0 : status, 0, 0n);
+        head.request[kComplete](status === 0 ? 0 : status, 0, 0n);
         if (status === 0 && this.#readingAhead && this.bufferedBytes < READ_AHEAD_LIMIT && this.#host.openHandle() !== null) {
           this.#post(new Uint8Array(READ_AHEAD_CHUNK), false, undefined, true);
           return;
@@ -199,9 +201,9 @@ export class StreamReceiver {
     } else if (status === 0) {
       head.served += length;
       if (head.waitAll && head.served < head.bytes.byteLength) this.#entries.unshift(head);
-      else head.request._settle(0, head.served, 0n);
+      else head.request[kComplete](0, head.served, 0n);
     } else {
-      head.request._fail(error ?? new CanceledError('streamRecv'));
+      head.request[kFail](error ?? new CanceledError('streamRecv'));
     }
     this.#pump();
   }

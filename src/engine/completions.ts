@@ -5,6 +5,7 @@
 import { layouts, readStruct, registerCallback, sizeAt, ucx } from '../ffi/index.js';
 import type { AnyRequest } from '../request.js';
 import { SlotTable } from '../internal/slot-table.js';
+import { kComplete, kReleased, kSlotId } from '../internal/symbols.js';
 
 /** Requests in flight, by the id written into their `user_data`. */
 export const inflight = new SlotTable<AnyRequest>();
@@ -68,14 +69,14 @@ export function progressOnce(progress: (worker: bigint) => number, worker: bigin
 function complete(handle: bigint | null, id: number, status: number, length: number, tag: bigint): void {
   const request = inflight.get(id);
   inflight.delete(id);
-  if (handle !== null && request?._released !== true) {
+  if (handle !== null && request?.[kReleased] !== true) {
     if (posting) freeAfterPost = handle;
     else if (progressing) freeAfterProgress[toFree++] = handle;
     else ucx().ucp_request_free(handle);
   }
   if (request !== undefined) {
-    request._id = 0;
-    request._settle(status, length, tag);
+    request[kSlotId] = 0;
+    request[kComplete](status, length, tag);
   }
 }
 

@@ -20,6 +20,9 @@ import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost } fro
 import { INTERNAL } from '../internal/misuse-errors.js';
 import { beginPost, endPost, inflight } from './completions.js';
 import { ParamBlocks, type ParamBlock } from './param-blocks.js';
+import {
+  kBackground, kComplete, kHost, kSlotId, kTracked, kUcxRequest,
+} from '../internal/symbols.js';
 
 /** What the engine needs from its worker. */
 export interface RequestEngineHost {
@@ -79,12 +82,12 @@ export class RequestEngine implements RequestHost {
     const status = statusOfPtr(ptr);
     if (status !== UCS_INPROGRESS) {
       inflight.release(id);
-      request._settle(status, 0, 0n);
+      request[kComplete](status, 0, 0n);
       return request;
     }
-    request._id = id;
+    request[kSlotId] = id;
     inflight.set(id, request);
-    request._handle = ptr;
+    request[kUcxRequest] = ptr;
     this.#countInflight(request);
     return request;
   }
@@ -95,8 +98,8 @@ export class RequestEngine implements RequestHost {
    */
   open<T>(block: ParamBlock, kind: ResultKind, what: string, keep: unknown): Request<T> {
     const request = new Request<T>(INTERNAL, this, kind, what, keep);
-    request._id = inflight.add(request);
-    block.setId(request._id);
+    request[kSlotId] = inflight.add(request);
+    block.setId(request[kSlotId]);
     if (block.bracketed) beginPost();
     return request;
   }
@@ -109,17 +112,17 @@ export class RequestEngine implements RequestHost {
     if (block.bracketed) endPost();
     if (ptr === null) {
       this.#releaseId(request);
-      request._settle(UCS_OK, immediateLength, 0n);
+      request[kComplete](UCS_OK, immediateLength, 0n);
       return request;
     }
     const status = statusOfPtr(ptr);
     if (status !== UCS_INPROGRESS) {
       this.#releaseId(request);
-      request._settle(status, 0, 0n);
+      request[kComplete](status, 0, 0n);
       return request;
     }
     if (!request.completed) {
-      request._handle = ptr;
+      request[kUcxRequest] = ptr;
       this.#countInflight(request);
     }
     return request;
@@ -127,17 +130,17 @@ export class RequestEngine implements RequestHost {
 
   /** Someone now waits on a background request: it counts as in flight from here on. */
   foreground(request: AnyRequest): void {
-    if (!request._background) return;
-    request._background = false;
-    if (request._tracked) {
-      request._tracked = false;
+    if (!request[kBackground]) return;
+    request[kBackground] = false;
+    if (request[kTracked]) {
+      request[kTracked] = false;
       this.#countInflight(request);
     }
   }
 
   /** This worker's requests in flight (background ones included). */
   inflightRequests(): AnyRequest[] {
-    return inflight.values().filter((request) => request._tracked && request._host === this);
+    return inflight.values().filter((request) => request[kTracked] && request[kHost] === this);
   }
 
   /** Forgets the slot of a request whose UCX request is gone without a completion (worker destroyed). */
@@ -153,24 +156,24 @@ export class RequestEngine implements RequestHost {
 
   /** RequestHost: a request settled (or UCX let go of a detached one). */
   requestSettled(request: AnyRequest): void {
-    if (!request._tracked) return;
-    request._tracked = false;
-    if (request._background) return;
+    if (!request[kTracked]) return;
+    request[kTracked] = false;
+    if (request[kBackground]) return;
     if (--this.#count === 0) this.#host.busyChanged();
   }
 
   #countInflight(request: AnyRequest): void {
-    request._tracked = true;
-    if (request._background) return;
+    request[kTracked] = true;
+    if (request[kBackground]) return;
     // Busy state changes only on 0 <-> 1; in between, a new operation only needs progress to be due.
     if (this.#count++ === 0) this.#host.busyChanged();
     else this.#progress.kick();
   }
 
   #releaseId(request: AnyRequest): void {
-    if (request._id !== 0) {
-      inflight.delete(request._id);
-      request._id = 0;
+    if (request[kSlotId] !== 0) {
+      inflight.delete(request[kSlotId]);
+      request[kSlotId] = 0;
     }
   }
 }

@@ -21,7 +21,7 @@
  * with a record of the same component and size as the one it stands for, so the component that reads
  * it is the one whose format it has.
  */
-import { kPackedRkey } from './symbols.js';
+import { kMdComponents, kPackedRkey } from './symbols.js';
 import { OutCell, ucx } from '../ffi/index.js';
 import { parsePackedRkey } from './packed-rkey.js';
 import type { Context } from '../context.js';
@@ -53,7 +53,7 @@ const reachable = new WeakMap<object, Set<number>>();
 function ownSharedMemoryRecords(context: Context): OwnRecords {
   let own = ownRecords.get(context);
   if (own === undefined) {
-    const components = context._mdComponents();
+    const components = context[kMdComponents]();
     const handle = context.createMemoryHandle(4096);
     const packed = handle[kPackedRkey]();
     const byComponent = new Map<string, OwnRecord>();

@@ -56,3 +56,46 @@ export const kPackedRkey: unique symbol = Symbol('ucxx-ts.packedRkey');
 export const kHandleFor: unique symbol = Symbol('ucxx-ts.handleFor');
 export const kRemoteAddress: unique symbol = Symbol('ucxx-ts.remoteAddress');
 export const kAddressOf: unique symbol = Symbol('ucxx-ts.addressOf');
+
+// Request's members for the request engine, the completions and the classes that post.
+/** `request[kSlotId]`: the slot id carried in user_data; 0 when none. */
+export const kSlotId: unique symbol = Symbol('ucxx-ts.slotId');
+/** `request[kHost]`: the RequestEngine it belongs to until it settles. */
+export const kHost: unique symbol = Symbol('ucxx-ts.host');
+export const kTracked: unique symbol = Symbol('ucxx-ts.tracked');
+export const kBackground: unique symbol = Symbol('ucxx-ts.background');
+export const kReleased: unique symbol = Symbol('ucxx-ts.released');
+/** `request[kUcxRequest]`: the UCX request handle while in flight. */
+export const kUcxRequest: unique symbol = Symbol('ucxx-ts.ucxRequest');
+export const kGroup: unique symbol = Symbol('ucxx-ts.group');
+export const kReply: unique symbol = Symbol('ucxx-ts.reply');
+export const kCancelFallback: unique symbol = Symbol('ucxx-ts.cancelFallback');
+export const kLate: unique symbol = Symbol('ucxx-ts.late');
+export const kOnSettle: unique symbol = Symbol('ucxx-ts.onSettle');
+export const kUnbind: unique symbol = Symbol('ucxx-ts.unbind');
+export const kWhat: unique symbol = Symbol('ucxx-ts.what');
+export const kOwner: unique symbol = Symbol('ucxx-ts.owner');
+export const kWatched: unique symbol = Symbol('ucxx-ts.watched');
+export const kDetachable: unique symbol = Symbol('ucxx-ts.detachable');
+export const kDetached: unique symbol = Symbol('ucxx-ts.detached');
+export const kFailDetached: unique symbol = Symbol('ucxx-ts.failDetached');
+/** `request[kComplete](status, length, tag)`: UCX completed the operation. */
+export const kComplete: unique symbol = Symbol('ucxx-ts.complete');
+export const kFail: unique symbol = Symbol('ucxx-ts.fail');
+export const kAbandon: unique symbol = Symbol('ucxx-ts.abandon');
+export const kBindSignal: unique symbol = Symbol('ucxx-ts.bindSignal');
+/** `owner[kOpSettled](watched, completed)`: an operation of the endpoint settled. */
+export const kOpSettled: unique symbol = Symbol('ucxx-ts.opSettled');
+
+// AmMessage's and the AM dispatcher's, Context's, Endpoint's and RemoteKey's factories.
+export const kDecision: unique symbol = Symbol('ucxx-ts.decision');
+export const kRelease: unique symbol = Symbol('ucxx-ts.release');
+export const kPendingDescriptors: unique symbol = Symbol('ucxx-ts.pendingDescriptors');
+export const kOnMessage: unique symbol = Symbol('ucxx-ts.onMessage');
+export const kReleaseDescriptor: unique symbol = Symbol('ucxx-ts.releaseDescriptor');
+/** `context[kMdComponents]()`: md index -> transport component name. */
+export const kMdComponents: unique symbol = Symbol('ucxx-ts.mdComponents');
+/** `Endpoint[kCreate](...)`: a new endpoint, for Worker and Listener. */
+export const kCreate: unique symbol = Symbol('ucxx-ts.create');
+export const kFromMemoryHandle: unique symbol = Symbol('ucxx-ts.fromMemoryHandle');
+export const kFromSerialized: unique symbol = Symbol('ucxx-ts.fromSerialized');
