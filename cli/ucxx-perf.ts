@@ -31,6 +31,8 @@ ${TEST_LIST}
   -F, --flush-every N     put_bw, atomic_rate: flush after every N operations (default 0: once, at the end)
   -B, --busy-poll US      'event'/'polling': microseconds of polling after the last activity before
                           the worker sleeps (default 50 for event, 1000 for polling; 0: sleep at once)
+  -A, --await             every request awaited as the README writes it (\`await request\`), instead of
+                          waiting only for what is pending; with --progress polling or event
   -e, --error-handling    measured endpoints use peer error handling ('peer', ucxx-ts's 'auto' choice
                           between hosts); off here ('none'), as in ucx_perftest, whose -e it mirrors
   -p, --port N            server port (default 13337; 0 with --local picks one)
@@ -81,6 +83,7 @@ function parseCommandLine(argv: string[]): { host?: string; local: boolean; json
       outstanding: { type: 'string', short: 'O' },
       'flush-every': { type: 'string', short: 'F' },
       'error-handling': { type: 'boolean', short: 'e' },
+      await: { type: 'boolean', short: 'A' },
       'busy-poll': { type: 'string', short: 'B' },
       port: { type: 'string', short: 'p' },
       local: { type: 'boolean' },
@@ -107,6 +110,7 @@ function parseCommandLine(argv: string[]): { host?: string; local: boolean; json
   const warmup = positive(values.warmup, 'warmup', -1);
   const busyPoll = values['busy-poll'] === undefined ? undefined : positive(values['busy-poll'], 'busy-poll', 0);
   if (busyPoll !== undefined && progress === 'spin') throw new UsageError('--busy-poll applies to --progress event or polling');
+  if (values.await === true && progress === 'spin') throw new UsageError('--await applies to --progress event or polling');
   const host = positionals[0];
   if (host !== undefined && values.local === true) throw new UsageError('--local runs its own server: no HOST');
   return {
@@ -118,6 +122,7 @@ function parseCommandLine(argv: string[]): { host?: string; local: boolean; json
     plan: {
       test, sizes, iterations, warmup, outstanding, memory, progress, errorHandling: values['error-handling'] === true,
       flushEvery: positive(values['flush-every'], 'flush-every', 0),
+      style: values.await === true ? 'await' : 'tuned',
       ...(busyPoll === undefined ? {} : { busyPollUs: busyPoll }),
     },
   };

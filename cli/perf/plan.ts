@@ -20,6 +20,11 @@ export interface Plan {
   errorHandling: boolean;
   /** 'event'/'polling': the worker's busyPollUs (undefined: its default). */
   busyPollUs?: number;
+  /**
+   * How the loops wait: 'tuned' awaits only what is still pending, through the request's native
+   * Promise ('spin': progressUntil); 'await' awaits every request itself, as the README writes it.
+   */
+  style: 'tuned' | 'await';
 }
 
 /** One size's figures, as `--json` prints them. */
@@ -34,4 +39,5 @@ export interface Result {
   memory: string;
   progress: Mode;
   error_handling: boolean;
+  style: 'tuned' | 'await';
 }

@@ -32,6 +32,7 @@ export function summarize(plan: Plan, size: number, measured: { samples: Float64
     memory: plan.memory,
     progress: plan.progress,
     error_handling: plan.errorHandling,
+    style: plan.style,
   };
 }
 
@@ -47,7 +48,7 @@ const COLUMNS = [
 export function printHeader(plan: Plan): void {
   console.log(`ucxx-perf ${plan.test}: memory ${plan.memory}, progress ${plan.progress}, outstanding ${plan.outstanding}, `
     + (plan.flushEvery > 0 ? `flush every ${plan.flushEvery}, ` : '')
-    + `error handling ${plan.errorHandling ? 'on' : 'off'}`);
+    + `error handling ${plan.errorHandling ? 'on' : 'off'}${plan.style === 'await' ? ', every request awaited' : ''}`);
   console.log(COLUMNS.map((c) => c.padStart(16)).join(' '));
 }
 

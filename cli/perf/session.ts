@@ -8,7 +8,7 @@ import {
 } from 'ucxx-ts';
 import type { Mode, Plan, Result } from './plan.js';
 import { printHeader, printRow, ProgressBar, summarize } from './report.js';
-import { PERF_TESTS, type ClientRun, type PerfTest, type ServerRun, type Wait } from './tests.js';
+import { PERF_TESTS, type ClientRun, type PerfTest, type ServerRun, type Step, type Wait } from './tests.js';
 
 const PLAN_TAG = 0x5045524600000001n; // client -> server: the plan (JSON)
 const KEY_TAG = 0x5045524600000002n; // server -> client: serialized key
@@ -64,9 +64,12 @@ function open(mode: Mode, busyPollUs?: number): { context: Context; worker: Work
 /**
  * Waits for a request the fastest way the mode allows: 'spin' progresses synchronously and returns
  * nothing to await (a completed request costs no Promise); the others await the request. Callers await
- * only what it returns: an `await` per operation costs a trip through the microtask queue.
+ * only what it returns: an `await` per operation costs a trip through the microtask queue. The 'await'
+ * style is the code the README teaches: every request awaited.
  */
-function waiter(worker: Worker, mode: Mode): Wait {
+function waiter(worker: Worker, plan: Plan): Wait {
+  const mode = plan.progress;
+  if (plan.style === 'await') return (request) => request;
   if (mode === 'spin') {
     return (request) => {
       if (!request.completed) worker.progressUntil(request);
@@ -160,7 +163,7 @@ async function serveOne(context: Context, worker: Worker, controlWorker: Worker,
   await endpoint.flush();
   const region = createRegion(context, plan);
   await endpoint.tagSend(region.createRemoteKey().serialize(), KEY_TAG);
-  const wait = waiter(worker, plan.progress);
+  const wait = waiter(worker, plan);
   const spin = plan.progress === 'spin';
   const run: ServerRun = {
     plan, worker, endpoint, wait,
@@ -255,7 +258,7 @@ export async function runClient(host: string, port: number, plan: Plan, json: bo
     const local = createRegion(context, plan);
     const progressBar = !json && process.stderr.isTTY === true ? new ProgressBar(plan.sizes.length) : null;
     if (!json) printHeader(plan);
-    const wait = waiter(worker, plan.progress);
+    const wait = waiter(worker, plan);
     for (const [i, size] of plan.sizes.entries()) {
       const data = local.view().subarray(0, size).fill(0x5a);
       const run: ClientRun = { plan, worker, endpoint, key, data, wait };
@@ -290,7 +293,7 @@ async function measure(run: ClientRun, iterations: number, warmup: number): Prom
     for (let k = 0; k < total; k++) {
       const t0 = performance.now();
       for (let s = 0; s < steps.length; s++) {
-        const pending = (steps[s] as () => Promise<unknown> | undefined)();
+        const pending = (steps[s] as Step)();
         if (pending !== undefined) await pending;
       }
       if (k >= warmup) samples[k - warmup] = (performance.now() - t0) * 1000;

@@ -7,11 +7,12 @@ import type { Endpoint, RemoteKey, Request, Worker } from 'ucxx-ts';
 import type { Kind, Plan } from './plan.js';
 
 /** What a step left to wait for: nothing (it is done), or a Promise to await. */
-export type Pending = Promise<unknown> | undefined;
+export type Pending = PromiseLike<unknown> | undefined;
 
 /**
- * Waits for a request the fastest way the mode allows ('spin': progress until it completes, nothing
- * to await; otherwise its Promise, or nothing when it is already complete).
+ * Waits for a request: in the 'tuned' style the fastest way the mode allows ('spin': progress until it
+ * completes, nothing to await; otherwise its Promise, or nothing when it is already complete); in the
+ * 'await' style the request itself, awaited whatever its state.
  */
 export type Wait = (request: Request<unknown>) => Pending;
 
@@ -113,7 +114,7 @@ export const PONG_TAG = 0x5045524600000005n;
 const AM_PING = 101;
 const AM_PONG = 102;
 
-const ONE_SIDED_NO_NET = { mode: null, why: 'no net equivalent (one-sided)' } as const;
+const ONE_SIDED_NO_NET = { mode: null, why: 'no net equivalent (one-sided get)' } as const;
 
 /** Receives `total` messages with `receive`, keeping `outstanding` posted (slot k waited before reuse). */
 async function receiveRing(wait: Wait, outstanding: number, total: number, receive: () => Request<unknown>): Promise<void> {
@@ -267,7 +268,7 @@ const tests: readonly PerfTest[] = [
           },
           () => {
             onPong = null;
-            return pongData === null ? undefined : spin ? wait(pongData) : pongData.promise;
+            return pongData === null ? undefined : wait(pongData);
           },
           () => wait(sent as Request<unknown>),
         ],
