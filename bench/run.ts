@@ -1,12 +1,11 @@
 #!/usr/bin/env node
-// @ts-check
 /**
  * npm run bench (full) / npm run bench:short (CI smoke test).
  *
  * Measures, per test and message size and one after the other (A, B, C, A, B, C...):
  *   A  ucxx-ts, through its CLI: node dist/cli/ucxx-perf.js --local -t TEST -s SIZE ... --json
  *   B  the C baseline, ucx_perftest (ucx-utils, the same libucp): a server and a client on 127.0.0.1
- *   C  Node's own `net` over TCP loopback and a Unix socket (bench/net-baseline.mjs), where the operation
+ *   C  Node's own `net` over TCP loopback and a Unix socket (bench/net-baseline.ts), where the operation
  *      has an equivalent
  * with the same iterations and warm-up for all, one measurement at a time.
  *
@@ -19,84 +18,133 @@
  * --memory allocated|registered, --out DIR, --no-net, --no-c; --from FILE re-renders docs/benchmarks.md and
  * docs/benchmarks.svg (or --out DIR) from a stored results file without measuring. See docs/performance.md.
  */
-import { spawn, execFileSync } from 'node:child_process';
+// --help prints the comment above, read from this source file (bench/run.ts); npm run bench runs its
+// compiled form, build/bench/run.js (npm run build:test, tsconfig.test.json).
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { consoleTable, markdownReport, svgPlot, formatSize, formatFigure, IMPLEMENTATIONS } from './report.mjs';
+import {
+  consoleTable, markdownReport, svgPlot, formatSize, formatFigure, IMPLEMENTATIONS,
+  type BenchReport, type Failure, type Kind, type LatencyFigures, type MachineInfo, type Measurement,
+  type ResultRecord,
+} from './report.js';
+import { PERF_TESTS } from '../cli/perf/tests.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+// This file runs as build/bench/run.js (tsconfig.test.json: rootDir ".", outDir "build"): the repository
+// root is two levels up from it.
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, '..', '..');
+const SOURCE = path.join(ROOT, 'bench', 'run.ts');
 const CLI = path.join(ROOT, 'dist', 'cli', 'ucxx-perf.js');
-const NET = path.join(ROOT, 'bench', 'net-baseline.mjs');
+const NET = path.join(ROOT, 'build', 'bench', 'net-baseline.js');
 const SCHEMA = 'ucxx-ts-bench/1';
 
 const KiB = 1024;
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
 
+// ---- the tests --------------------------------------------------------------------------------------
+
+/** A ping-pong (half round trip) or a one-way stream: the two modes of bench/net-baseline.ts. */
+export type NetMode = 'lat' | 'bw';
+
+/** The ucx_perftest counterpart of a test. */
+export interface PerftestEquivalent {
+  /** ucx_perftest's -t. */
+  test: string;
+  /** Its -O: a number, or 'same' for the -O that ucxx-perf gets. */
+  outstanding: number | 'same';
+  /** More ucx_perftest options (its wait mode: -E sleep for 'event'). */
+  extra?: string[];
+}
+
+/** One of our tests, its ucx_perftest counterpart and its `net` counterpart. */
+export interface TestSpec {
+  /** Which figure is compared: latency (us, p50, lower is better), bandwidth (MB/s) or rate (msg/s). */
+  kind: Kind;
+  /** The ucx_perftest test and fixed options, or null: none. */
+  c: PerftestEquivalent | null;
+  /** 'lat' (ping-pong, half round trip) or 'bw' (one-way stream), or null with the reason in noNet. */
+  net: NetMode | null;
+  noNet?: string;
+  /** The sizes it runs at, instead of the ladder (and of --sizes). */
+  sizes?: number[];
+  /** Where the definitions differ (the full text is in docs/performance.md). */
+  note?: string;
+  /** Progress-mode variants such as 'tag_lat:event': the ucxx-perf test they run... */
+  base?: string;
+  /** ...and its -P. */
+  progress?: string;
+  /** More ucxx-perf options. */
+  ucxxExtra?: string[];
+}
+
 /**
- * Our tests, their ucx_perftest counterpart and their `net` counterpart.
- * kind: which figure is compared: latency (us, p50, lower is better), bandwidth (MB/s) or rate (msg/s).
- * c: ucx_perftest test and fixed options; outstanding: true = pass the same -O as ucxx-perf gets.
- * net: 'lat' (ping-pong, half round trip) or 'bw' (one-way stream), or null with the reason.
- * note: where the definitions differ (the full text is in docs/performance.md).
- * base/progress (progress-mode variants such as 'tag_lat:event'): the ucxx-perf test and -P they run;
- * c.extra: more ucx_perftest options (its wait mode: -E sleep for 'event').
- * @typedef {{ kind: 'latency' | 'bandwidth' | 'rate',
- *   c: { test: string, outstanding: number | 'same', extra?: string[] } | null,
- *   net: 'lat' | 'bw' | null, noNet?: string, sizes?: number[], note?: string, base?: string, progress?: string,
- *   ucxxExtra?: string[] }} TestSpec
- * @type {Record<string, TestSpec>}
+ * Every test the bench knows, by name (its --tests): each of ucxx-perf's tests (cli/perf/tests.ts, where
+ * its counterparts are defined with it), then the variants below.
  */
-const TESTS = {
-  put_lat: {
-    kind: 'latency', c: { test: 'ucp_put_lat', outstanding: 1 }, net: null,
-    noNet: 'no net equivalent (one-sided put + flush)',
-    note: 'ucxx-ts times put + flush (a full round trip to the target); ucp_put_lat is half a put ping-pong',
-  },
-  put_bw: { kind: 'bandwidth', c: { test: 'ucp_put_bw', outstanding: 'same' }, net: 'bw' },
-  get_lat: { kind: 'latency', c: { test: 'ucp_get', outstanding: 1 }, net: null, noNet: 'no net equivalent (one-sided get)' },
-  get_bw: { kind: 'bandwidth', c: { test: 'ucp_get', outstanding: 'same' }, net: null, noNet: 'no net equivalent (one-sided get)' },
-  tag_lat: { kind: 'latency', c: { test: 'tag_lat', outstanding: 1 }, net: 'lat' },
-  tag_bw: { kind: 'bandwidth', c: { test: 'tag_bw', outstanding: 'same' }, net: 'bw' },
-  stream_bw: { kind: 'bandwidth', c: { test: 'stream_bw', outstanding: 'same' }, net: 'bw' },
-  am_lat: { kind: 'latency', c: { test: 'ucp_am_lat', outstanding: 1 }, net: 'lat' },
-  am_bw: { kind: 'bandwidth', c: { test: 'ucp_am_bw', outstanding: 'same' }, net: 'bw' },
-  atomic_lat: {
-    kind: 'latency', c: { test: 'ucp_fadd', outstanding: 1 }, net: null, noNet: 'no net equivalent (remote atomic)',
-    sizes: [8],
-  },
-  atomic_rate: {
-    kind: 'rate', c: { test: 'ucp_add', outstanding: 'same' }, net: null, noNet: 'no net equivalent (remote atomic)',
-    sizes: [8],
-  },
-  // The issue's rate target: 8 B puts with one flush per 1,000.
-  'put_bw:flush1000': {
-    kind: 'rate', c: { test: 'ucp_put_bw', outstanding: 'same' }, net: null,
-    noNet: 'no net equivalent (one-sided put + flush)', sizes: [8], base: 'put_bw', ucxxExtra: ['-F', '1000'],
-    note: 'ucxx-ts flushes after every 1,000 puts; ucp_put_bw flushes once, at the end',
-  },
+const TESTS: Record<string, TestSpec> = {};
+for (const test of PERF_TESTS.values()) {
+  TESTS[test.name] = {
+    kind: test.kind,
+    c: { test: test.ucxPerftest.test, outstanding: test.ucxPerftest.outstanding },
+    net: test.net.mode,
+    ...(test.net.mode === null ? { noNet: test.net.why } : {}),
+    ...(test.sizes === undefined ? {} : { sizes: [...test.sizes] }),
+    ...(test.note === undefined ? {} : { note: test.note }),
+  };
+}
+// The rate target of 8 B puts with one flush per 1,000.
+TESTS['put_bw:flush1000'] = {
+  kind: 'rate', c: { test: 'ucp_put_bw', outstanding: 'same' }, net: null,
+  noNet: 'no net equivalent (one-sided put + flush)', sizes: [8], base: 'put_bw', ucxxExtra: ['-F', '1000'],
+  note: 'ucxx-ts flushes after every 1,000 puts; ucp_put_bw flushes once, at the end',
 };
-// The issue's latency targets are per progress mode: 8 B latency with the library's own 'polling' and
-// 'event' progress (Promises, the event loop running), against ucx_perftest polling (its default) and
-// sleeping (-E sleep: ucp_worker_wait between operations).
-for (const base of /** @type {const} */ (['put_lat', 'tag_lat', 'am_lat'])) {
-  for (const progress of /** @type {const} */ (['polling', 'event'])) {
-    const spec = TESTS[base];
-    // ucp_put_lat is one-sided (each side watches its own memory): it cannot sleep, -E sleep hangs.
-    const sleeps = progress === 'event' && base !== 'put_lat';
+// The latency targets are per progress mode: 8 B latency with the library's own 'polling' and 'event'
+// progress (Promises, the event loop running), against ucx_perftest polling (its default) and, for the
+// two-sided tests, sleeping (-E sleep: ucp_worker_wait between operations). Each runs twice: tuned
+// (await only what is pending, through the native Promise) and as the README writes it (`await
+// request`, ucxx-perf -A): TEST:MODE and TEST:MODE:await.
+for (const test of PERF_TESTS.values()) {
+  if (test.kind !== 'latency') continue;
+  const spec = TESTS[test.name] as TestSpec;
+  for (const progress of ['polling', 'event'] as const) {
+    // The one-sided tests (put, get, atomics) cannot make ucx_perftest sleep: in ucp_put_lat each side
+    // watches its own memory, and -E sleep hangs.
+    const sleeps = progress === 'event' && test.server !== undefined;
     const c = spec.c === null ? null : { ...spec.c, ...(sleeps ? { extra: ['-E', 'sleep'] } : {}) };
-    /** @type {TestSpec} */
-    const variant = { ...spec, c, sizes: [8], base, progress };
-    if (progress === 'event') {
-      variant.note = `ucxx-ts -P event (sleeps in epoll after a 50 us grace period); ${sleeps ? 'ucx_perftest -E sleep' : 'ucx_perftest polls (ucp_put_lat cannot sleep)'}` +
-        (spec.note === undefined ? '' : `; ${spec.note}`);
+    const event = progress !== 'event' ? [] : [
+      `ucxx-ts -P event (sleeps in epoll after a 50 us grace period); ${sleeps ? 'ucx_perftest -E sleep' : 'ucx_perftest polls (a one-sided test cannot sleep)'}`,
+    ];
+    for (const style of ['tuned', 'await'] as const) {
+      const notes = [...event, ...(style === 'await' ? ['ucxx-ts awaits every request (-A, the README\'s idiom)'] : []), ...(spec.note === undefined ? [] : [spec.note])];
+      TESTS[`${test.name}:${progress}${style === 'await' ? ':await' : ''}`] = {
+        ...spec, c, sizes: [8], base: test.name, progress,
+        ...(style === 'await' ? { ucxxExtra: ['-A'] } : {}),
+        ...(notes.length === 0 ? {} : { note: notes.join('; ') }),
+      };
     }
-    TESTS[`${base}:${progress}`] = variant;
   }
+}
+
+// ---- iterations ------------------------------------------------------------------------------------
+
+/** One test at one size, with its iterations, warm-up and -O (the same for every implementation). */
+interface Point {
+  test: string;
+  size: number;
+  iterations: number;
+  warmup: number;
+  outstanding: number;
+}
+
+/** The TESTS entry of a test: the names come from TESTS (parseCommandLine checks --tests against it). */
+function specOf(test: string): TestSpec {
+  return TESTS[test] as TestSpec;
 }
 
 const FULL_SIZES = [8, 64, 512, 4 * KiB, 32 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB];
@@ -111,10 +159,9 @@ const OUTSTANDING = 32; // ucx_perftest's own default for tag_bw, ucp_put_bw and
  * optimizing tiers, and until then its compiler threads take CPU from the busy-polling peers. Messages
  * up to 64 KiB get 20,000 warm-up operations (10,000 for bandwidth); larger ones up to 2,000 (latency)
  * or 10,000 (bandwidth), bounded to ~1 GiB / ~4 GiB of traffic. ucx_perftest and net get the same.
- * @param {string} test @param {number} size @param {boolean} short
  */
-function iterationsFor(test, size, short) {
-  const spec = /** @type {TestSpec} */ (TESTS[test]);
+function iterationsFor(test: string, size: number, short: boolean): { iterations: number; warmup: number } {
+  const spec = specOf(test);
   if (short) {
     const n = spec.kind === 'latency' ? 200 : Math.max(8, Math.min(500, Math.floor((64 * MiB) / size)));
     return { iterations: n, warmup: Math.max(2, Math.floor(n / 10)) };
@@ -123,7 +170,7 @@ function iterationsFor(test, size, short) {
     const n = spec.ucxxExtra !== undefined ? 1_000_000 : 200_000;
     return { iterations: n, warmup: n / 10 };
   }
-  const clamp = (/** @type {number} */ x, /** @type {number} */ lo, /** @type {number} */ hi) => Math.max(lo, Math.min(hi, x));
+  const clamp = (x: number, lo: number, hi: number) => Math.max(lo, Math.min(hi, x));
   const small = size <= 64 * KiB;
   if (spec.kind === 'latency') {
     const n = clamp(Math.floor((256 * MiB) / size), 5, 20_000);
@@ -140,18 +187,17 @@ function iterationsFor(test, size, short) {
 }
 
 /** A generous bound for one child run: start-up plus the traffic at a pessimistic 50 MB/s and 0.5 ms/op. */
-function timeoutFor(/** @type {number} */ size, /** @type {number} */ ops, /** @type {number} */ copies = 1) {
+function timeoutFor(size: number, ops: number, copies = 1): number {
   return Math.ceil(15 + copies * ops * (0.0005 + (2 * size) / 50e6));
 }
 
 // ---- child processes --------------------------------------------------------------------------------
 
-/** @type {Set<import('node:child_process').ChildProcess>} */
-const live = new Set();
+const live = new Set<ChildProcess>();
 const HAVE_TIMEOUT = existsSync('/usr/bin/timeout') || existsSync('/bin/timeout');
 
 /** Kills a child's whole process group (it is a group leader: detached), and so its own children. */
-function killGroup(/** @type {import('node:child_process').ChildProcess} */ child) {
+function killGroup(child: ChildProcess): void {
   if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
   try {
     process.kill(-child.pid, 'SIGKILL');
@@ -160,11 +206,11 @@ function killGroup(/** @type {import('node:child_process').ChildProcess} */ chil
   }
 }
 
-function killAll() {
+function killAll(): void {
   for (const child of live) killGroup(child);
 }
 process.on('exit', killAll);
-for (const signal of /** @type {const} */ (['SIGINT', 'SIGTERM', 'SIGHUP'])) {
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
   process.on(signal, () => {
     killAll();
     process.stderr.write(`\nbench: ${signal}, children killed\n`);
@@ -172,29 +218,44 @@ for (const signal of /** @type {const} */ (['SIGINT', 'SIGTERM', 'SIGHUP'])) {
   });
 }
 
+/** How a child process ended, and what it printed. */
+interface ChildResult {
+  code: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  wallS: number;
+}
+
+/** A started child: the process, its end, and its command line as a shell would read it. */
+interface Started {
+  child: ChildProcess;
+  done: Promise<ChildResult>;
+  command: string;
+}
+
 /**
  * Starts a command in its own process group, under coreutils `timeout` as a second line of defence (it
  * kills the group even if this process dies without cleaning up).
- * @param {string} command @param {string[]} args @param {number} timeoutS
  */
-function start(command, args, timeoutS) {
-  const [file, argv] = HAVE_TIMEOUT
+function start(command: string, args: string[], timeoutS: number): Started {
+  const [file, argv]: [string, string[]] = HAVE_TIMEOUT
     ? ['timeout', ['-s', 'KILL', String(timeoutS + 5), command, ...args]]
     : [command, args];
   const child = spawn(file, argv, { cwd: ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
   live.add(child);
   let stdout = '';
   let stderr = '';
-  child.stdout?.setEncoding('utf8').on('data', (d) => { stdout += d; });
-  child.stderr?.setEncoding('utf8').on('data', (d) => { stderr += d; });
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
     killGroup(child);
   }, timeoutS * 1000);
   const started = process.hrtime.bigint();
-  /** @type {Promise<{ code: number | null, signal: string | null, stdout: string, stderr: string, timedOut: boolean, wallS: number }>} */
-  const done = new Promise((resolve) => {
+  const done = new Promise<ChildResult>((resolve) => {
     child.on('error', (err) => { stderr += `\nspawn error: ${err.message}`; });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
@@ -210,34 +271,50 @@ function start(command, args, timeoutS) {
   return { child, done, command: [command, ...args].map(shellQuote).join(' ') };
 }
 
-function shellQuote(/** @type {string} */ s) {
+function shellQuote(s: string): string {
   return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll("'", "'\\''")}'`;
 }
 
-/** @param {{ code: number | null, signal: string | null, stdout: string, stderr: string, timedOut: boolean }} r @param {number} timeoutS */
-function describeFailure(r, timeoutS) {
+function describeFailure(r: Omit<ChildResult, 'wallS'>, timeoutS: number): string {
   const why = r.timedOut ? `timed out after ${timeoutS} s (killed)` : r.signal !== null ? `killed by ${r.signal}` : `exit status ${r.code}`;
-  const tail = (/** @type {string} */ s) => s.trim().split('\n').slice(-8).join('\n');
+  const tail = (s: string) => s.trim().split('\n').slice(-8).join('\n');
   const out = [tail(r.stderr), tail(r.stdout)].filter((s) => s.length > 0).join('\n');
   return out.length > 0 ? `${why}; output:\n${out}` : `${why}; no output`;
 }
 
 // ---- the three implementations ----------------------------------------------------------------------
 
-/**
- * @typedef {{ status: 'ok' | 'failed' | 'skipped' | 'n/a', latency_us?: { p50: number | null, avg: number | null, p99: number | null },
- *   bandwidth_MBps?: number | null, message_rate?: number | null, iterations?: number, command?: string, wall_s?: number,
- *   error?: string, detail?: Record<string, unknown>, timedOut?: boolean, rounds?: (number | null)[] }} Measurement
- * (timedOut is internal: removed before the report is written)
- */
+/** An object parsed from a JSON line (a line that starts with '{' parses to one, or throws). */
+function isObject(x: unknown): x is Record<string, unknown> {
+  return typeof x === 'object' && x !== null;
+}
 
-/**
- * @param {{ test: string, size: number, iterations: number, warmup: number, outstanding: number }} point
- * @param {{ progress: string, memory: string }} config
- * @returns {Promise<Measurement>}
- */
-async function runUcxx(point, config) {
-  const spec = /** @type {TestSpec} */ (TESTS[point.test]);
+/** The JSON line of `ucxx-perf --json` (cli/ucxx-perf.ts), the fields read here. */
+type UcxxPerfLine = {
+  tool: 'ucxx-perf';
+  test: string;
+  size: number;
+  iterations: number;
+  latency_us: LatencyFigures;
+  bandwidth_MBps: number | null;
+  message_rate: number | null;
+  memory: string;
+  progress: string;
+};
+
+/** The JSON line of `net-baseline --json` (bench/net-baseline.ts), the fields read here. */
+type NetBaselineLine = {
+  tool: 'net-baseline';
+  transport: string;
+  size: number;
+  iterations: number;
+  latency_us: LatencyFigures;
+  bandwidth_MBps: number | null;
+  message_rate: number | null;
+};
+
+async function runUcxx(point: Point, config: { progress: string; memory: string }): Promise<Measurement> {
+  const spec = specOf(point.test);
   const test = spec.base ?? point.test;
   const args = [CLI, '--local', '-t', test, '-s', String(point.size), '-n', String(point.iterations),
     '-w', String(point.warmup), '-m', config.memory, '-P', spec.progress ?? config.progress, ...(spec.ucxxExtra ?? []),
@@ -247,13 +324,13 @@ async function runUcxx(point, config) {
   const run = start(process.execPath, args, timeoutS);
   const r = await run.done;
   const command = run.command.replace(process.execPath, 'node').replace(ROOT + '/', '');
-  /** @type {any} */
-  let found = null;
+  let found: UcxxPerfLine | null = null;
   for (const line of r.stdout.split('\n')) {
     if (!line.trim().startsWith('{')) continue;
     try {
-      const obj = JSON.parse(line);
-      if (obj.tool === 'ucxx-perf' && obj.test === test && obj.size === point.size) found = obj;
+      const obj: unknown = JSON.parse(line);
+      // Identified by tool, test and size; the other fields are taken as the CLI writes them.
+      if (isObject(obj) && obj.tool === 'ucxx-perf' && obj.test === test && obj.size === point.size) found = obj as UcxxPerfLine;
     } catch { /* not JSON */ }
   }
   if (r.code !== 0 || found === null) {
@@ -268,9 +345,8 @@ async function runUcxx(point, config) {
 }
 
 /** Ports that some socket on this machine uses (any state), from /proc. */
-function portsInUse() {
-  /** @type {Set<number>} */
-  const ports = new Set();
+function portsInUse(): Set<number> {
+  const ports = new Set<number>();
   for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
     let text;
     try { text = readFileSync(file, 'utf8'); } catch { continue; }
@@ -287,7 +363,7 @@ function portsInUse() {
  * and that we then closed can be handed to any other process (UCX listeners bind port 0) before
  * ucx_perftest binds it. Below the ephemeral range nobody gets it by chance.
  */
-async function freePort() {
+async function freePort(): Promise<number> {
   let low = 32768;
   try {
     low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || low;
@@ -298,7 +374,7 @@ async function freePort() {
   for (let attempt = 0; attempt < 50; attempt++) {
     const port = lo + Math.floor(Math.random() * (hi - lo + 1));
     if (used.has(port)) continue;
-    const ok = await new Promise((resolve) => {
+    const ok = await new Promise<boolean>((resolve) => {
       const server = net.createServer();
       server.once('error', () => resolve(false));
       server.listen(port, '0.0.0.0', () => server.close(() => resolve(true)));
@@ -309,7 +385,7 @@ async function freePort() {
 }
 
 /** True once something listens on TCP `port` (read from /proc: a test connection would be taken as the client). */
-function listening(/** @type {number} */ port) {
+function listening(port: number): boolean {
   const hex = port.toString(16).toUpperCase().padStart(4, '0');
   for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
     let text;
@@ -322,39 +398,50 @@ function listening(/** @type {number} */ port) {
   return false;
 }
 
-const sleep = (/** @type {number} */ ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * @param {{ test: string, size: number, iterations: number, warmup: number, outstanding: number }} point
- * @returns {Promise<Measurement>}
+ * ucx_perftest at one point. Its `Final:` line has one percentile (`-R`, default the median) besides the
+ * mean; at the 8 B latency points a second run with `-R 99` gives the 99th percentile. (ucx_perftest takes
+ * its percentile over a window of the latest 2,048 samples, not the whole run.)
  */
-async function runPerftest(point) {
+async function runPerftest(point: Point): Promise<Measurement> {
+  const result = await runPerftestRetried(point, []);
+  if (result.status !== 'ok' || specOf(point.test).kind !== 'latency' || point.size !== 8) return result;
+  const p99 = await runPerftestRetried(point, ['-R', '99']);
+  if (p99.status !== 'ok' || result.latency_us === undefined) return { ...p99, error: `the -R 99 run: ${p99.error ?? p99.status}` };
+  return {
+    ...result,
+    latency_us: { ...result.latency_us, p99: p99.latency_us?.p50 ?? null },
+    detail: { ...result.detail, p99Command: p99.command },
+  };
+}
+
+async function runPerftestRetried(point: Point, extra: string[]): Promise<Measurement> {
   // A port can still be lost to a race (another process binding it first): then the client is refused or
   // the server cannot bind. Try again on another port, twice at most; anything else is a real failure.
-  let result = await runPerftestOnce(point);
+  let result = await runPerftestOnce(point, extra);
   for (let attempt = 0; attempt < 2 && result.status === 'failed' && /Connection refused|bind\(\) failed|did not listen/.test(result.error ?? ''); attempt++) {
-    result = await runPerftestOnce(point);
+    result = await runPerftestOnce(point, extra);
   }
   return result;
 }
 
-/**
- * @param {{ test: string, size: number, iterations: number, warmup: number, outstanding: number }} point
- * @returns {Promise<Measurement>}
- */
-async function runPerftestOnce(point) {
-  const spec = /** @type {TestSpec} */ (TESTS[point.test]);
-  const c = /** @type {NonNullable<TestSpec['c']>} */ (spec.c);
+async function runPerftestOnce(point: Point, extra: string[]): Promise<Measurement> {
+  const spec = specOf(point.test);
+  // Not null: the caller runs ucx_perftest only for tests with a counterpart.
+  const c = spec.c as PerftestEquivalent;
   const outstanding = c.outstanding === 'same' ? point.outstanding : c.outstanding;
   const timeoutS = timeoutFor(point.size, point.iterations + point.warmup);
   const port = await freePort();
   const server = start('ucx_perftest', ['-p', String(port)], timeoutS + 10);
   const args = ['127.0.0.1', '-p', String(port), '-t', c.test, '-s', String(point.size), '-n', String(point.iterations),
-    '-w', String(point.warmup), '-O', String(outstanding), ...(c.extra ?? [])];
+    '-w', String(point.warmup), '-O', String(outstanding), ...(c.extra ?? []), ...extra];
   const command = `ucx_perftest -p ${port} & ucx_perftest ${args.join(' ')}`;
   try {
     const deadline = Date.now() + 10_000;
-    let serverExit = null;
+    // Set by the callback below: the cast keeps TypeScript from narrowing it to null for good.
+    let serverExit = null as ChildResult | null;
     server.done.then((r) => { serverExit = r; });
     while (!listening(port)) {
       if (serverExit !== null) return { status: 'failed', command, error: `the server exited before listening: ${describeFailure(serverExit, timeoutS)}` };
@@ -373,14 +460,15 @@ async function runPerftestOnce(point) {
       const error = r.code === 0 ? `no parsable "Final:" line; stdout:\n${r.stdout.trim().slice(-800)}` : describeFailure(r, timeoutS);
       return { status: 'failed', command, wall_s: round(r.wallS), error: `${error}${s.stderr.trim() ? `\nserver stderr: ${s.stderr.trim().slice(-400)}` : ''}`, timedOut: r.timedOut };
     }
-    const [iters, p50, avg, overall, bwAvgMiBps, bwOverall, mrAvg, mrOverall] = /** @type {number[]} */ (cols);
+    // At least 8 finite numbers (checked above).
+    const [iters, p50, avg, overall, bwAvgMiBps, bwOverall, mrAvg, mrOverall] = cols as [number, number, number, number, number, number, number, number];
     return {
       status: 'ok', command, wall_s: round(r.wallS), iterations: iters,
       // "overall" is the whole run's average; "average" is the last report interval's (the same in Final
       // unless the run was long enough for intermediate reports).
       latency_us: { p50, avg: overall, p99: null },
       // ucx_perftest's "MB/s" are MiB/s (bytes / 2^20); ucxx-perf and net-baseline report 10^6 bytes/s.
-      bandwidth_MBps: round(/** @type {number} */ (bwOverall) * 1.048576), message_rate: mrOverall,
+      bandwidth_MBps: round(bwOverall * 1.048576), message_rate: mrOverall,
       detail: { test: c.test, outstanding, final: { iterations: iters, p50, avg, overall, bwAvgMiBps, bwOverallMiBps: bwOverall, mrAvg, mrOverall } },
     };
   } finally {
@@ -389,31 +477,26 @@ async function runPerftestOnce(point) {
   }
 }
 
-/**
- * Both net transports in one run (one server process, TCP then Unix).
- * @param {{ test: string, size: number, iterations: number, warmup: number }} point
- * @param {'lat' | 'bw'} mode
- * @returns {Promise<Record<'net-tcp' | 'net-unix', Measurement>>}
- */
-async function runNet(point, mode) {
+/** Both net transports in one run (one server process, TCP then Unix). */
+async function runNet(point: Omit<Point, 'outstanding'>, mode: NetMode): Promise<Record<'net-tcp' | 'net-unix', Measurement>> {
   const timeoutS = timeoutFor(point.size, point.iterations + point.warmup, 2);
   const args = [NET, '--mode', mode, '--transport', 'tcp,unix', '-s', String(point.size), '-n', String(point.iterations),
     '-w', String(point.warmup), '--timeout', String(timeoutS), '--json'];
   const run = start(process.execPath, args, timeoutS + 5);
   const r = await run.done;
   const command = run.command.replace(process.execPath, 'node').replace(ROOT + '/', '');
-  /** @type {Record<string, any>} */
-  const byTransport = {};
+  const byTransport: Record<string, NetBaselineLine> = {};
   for (const line of r.stdout.split('\n')) {
     if (!line.trim().startsWith('{')) continue;
     try {
-      const obj = JSON.parse(line);
-      if (obj.tool === 'net-baseline' && obj.size === point.size) byTransport[obj.transport] = obj;
+      const obj: unknown = JSON.parse(line);
+      // Identified by tool and size; the other fields are taken as net-baseline writes them.
+      if (isObject(obj) && obj.tool === 'net-baseline' && obj.size === point.size) byTransport[String(obj.transport)] = obj as NetBaselineLine;
     } catch { /* not JSON */ }
   }
-  /** @type {Record<'net-tcp' | 'net-unix', Measurement>} */
-  const out = /** @type {any} */ ({});
-  for (const t of /** @type {const} */ (['tcp', 'unix'])) {
+  // Both keys are set by the loop below.
+  const out = {} as Record<'net-tcp' | 'net-unix', Measurement>;
+  for (const t of ['tcp', 'unix'] as const) {
     const found = byTransport[t];
     out[`net-${t}`] = found === undefined
       ? { status: 'failed', command, wall_s: round(r.wallS), error: r.code === 0 ? `no JSON line for ${t}` : describeFailure(r, timeoutS), timedOut: r.timedOut }
@@ -428,7 +511,7 @@ async function runNet(point, mode) {
 // ---- figures and ratios -----------------------------------------------------------------------------
 
 /** The compared figure of a measurement, by the test's kind. */
-function figure(/** @type {Measurement} */ m, /** @type {TestSpec['kind']} */ kind) {
+function figure(m: Measurement, kind: Kind): number | null {
   if (m.status !== 'ok') return null;
   const v = kind === 'latency' ? m.latency_us?.p50 : kind === 'bandwidth' ? m.bandwidth_MBps : m.message_rate;
   return typeof v === 'number' && Number.isFinite(v) ? v : null;
@@ -447,52 +530,66 @@ const EXTRA_PAIRS = 6;
  * ucxx-ts's figure over `other`'s, one ratio per round where both have one, sorted. The two ran back to
  * back, so the ratio of a round cancels the machine's slow and fast phases (which last minutes) where a
  * ratio of medians mixes rounds from different phases. The reported ratio is the median of these.
- * @param {Record<string, Measurement>[]} rounds @param {string} other @param {TestSpec['kind']} kind
  */
-function pairedRatios(rounds, other, kind) {
-  const out = [];
+function pairedRatios(rounds: Record<string, Measurement>[], other: string, kind: Kind): number[] {
+  const out: number[] = [];
   for (const r of rounds) {
-    const a = r['ucxx-ts'] === undefined ? null : figure(r['ucxx-ts'], kind);
-    const b = r[other] === undefined ? null : figure(/** @type {Measurement} */ (r[other]), kind);
+    const ours = r['ucxx-ts'];
+    const theirs = r[other];
+    const a = ours === undefined ? null : figure(ours, kind);
+    const b = theirs === undefined ? null : figure(theirs, kind);
     if (a !== null && b !== null && b !== 0) out.push(a / b);
   }
   return out.sort((x, y) => x - y);
 }
 
 /** 8 B latency (every progress mode), 1 MiB bandwidth and the rate tests: what the targets name. */
-function isTargetPoint(/** @type {{ test: string, size: number }} */ point) {
-  const kind = /** @type {TestSpec} */ (TESTS[point.test]).kind;
+function isTargetPoint(point: { test: string; size: number }): boolean {
+  const kind = specOf(point.test).kind;
   return kind === 'rate' || (kind === 'latency' && point.size === 8) || (kind === 'bandwidth' && point.size === MiB);
 }
 
 /**
  * The round whose figure is the median (lower middle for an even count of successful rounds); the
  * figures of all rounds are kept in `rounds`. A failed round counts only when none succeeded.
- * @param {Measurement[]} measurements @param {TestSpec['kind']} kind @returns {Measurement}
+ * `measurements` is not empty: the first round of a point measures every implementation.
  */
-function medianRound(measurements, kind) {
-  if (measurements.length === 1) return /** @type {Measurement} */ (measurements[0]);
+function medianRound(measurements: Measurement[], kind: Kind): Measurement {
+  if (measurements.length === 1) return measurements[0] as Measurement;
   const ok = measurements.filter((m) => figure(m, kind) !== null);
-  if (ok.length === 0) return /** @type {Measurement} */ (measurements[0]);
-  ok.sort((a, b) => /** @type {number} */ (figure(a, kind)) - /** @type {number} */ (figure(b, kind)));
-  const chosen = /** @type {Measurement} */ (ok[Math.floor((ok.length - 1) / 2)]);
+  if (ok.length === 0) return measurements[0] as Measurement;
+  // Every one of `ok` has a figure.
+  ok.sort((a, b) => (figure(a, kind) as number) - (figure(b, kind) as number));
+  const chosen = ok[Math.floor((ok.length - 1) / 2)] as Measurement;
   return { ...chosen, rounds: measurements.map((m) => figure(m, kind)) };
 }
 
-const METRIC = {
+/** Each latency statistic's median over the rounds that measured it. */
+function medianTails(measurements: Measurement[]): LatencyFigures {
+  const median = (key: keyof LatencyFigures): number | null => {
+    const xs = measurements.flatMap((m) => {
+      const v = m.status === 'ok' ? m.latency_us?.[key] : undefined;
+      return typeof v === 'number' && Number.isFinite(v) ? [v] : [];
+    }).sort((a, b) => a - b);
+    return xs.length === 0 ? null : xs[Math.floor((xs.length - 1) / 2)] as number;
+  };
+  return { p50: median('p50'), p90: median('p90'), avg: median('avg'), p99: median('p99'), p999: median('p999') };
+}
+
+const METRIC: Record<Kind, { metric: string; unit: string; better: 'lower' | 'higher' }> = {
   latency: { metric: 'latency_us.p50', unit: 'us', better: 'lower' },
   bandwidth: { metric: 'bandwidth_MBps', unit: 'MB/s', better: 'higher' },
   rate: { metric: 'message_rate', unit: 'msg/s', better: 'higher' },
 };
 
-function round(/** @type {number} */ x, digits = 3) {
+function round(x: number, digits = 3): number {
   const f = 10 ** digits;
   return Math.round(x * f) / f;
 }
 
 // ---- machine ----------------------------------------------------------------------------------------
 
-function tryRun(/** @type {string} */ file, /** @type {string[]} */ args) {
+function tryRun(file: string, args: string[]): string | null {
   try {
     return execFileSync(file, args, { cwd: ROOT, encoding: 'utf8', timeout: 20_000, stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   } catch {
@@ -500,16 +597,17 @@ function tryRun(/** @type {string} */ file, /** @type {string[]} */ args) {
   }
 }
 
-function machineInfo() {
+function machineInfo(): MachineInfo {
   const cpus = os.cpus();
-  let distro = null;
+  let distro: string | null = null;
   try {
     distro = /^PRETTY_NAME="?([^"\n]*)"?/m.exec(readFileSync('/etc/os-release', 'utf8'))?.[1] ?? null;
   } catch { /* not Linux */ }
   const ucxInfo = tryRun('ucx_info', ['-v']);
   const ucxLoaded = tryRun(process.execPath, ['--input-type=module', '-e',
     `import(${JSON.stringify(path.join(ROOT, 'dist', 'index.js'))}).then((m) => console.log(m.getUcxVersion().join('.')))`]);
-  const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
+  // Our own package.json: it has a version.
+  const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
   const status = tryRun('git', ['status', '--porcelain', '--untracked-files=no']);
   return {
     os: `${os.type()} ${os.release()}`,
@@ -532,7 +630,21 @@ function machineInfo() {
 
 // ---- main -------------------------------------------------------------------------------------------
 
-function parseCommandLine() {
+interface Options {
+  short: boolean;
+  tests: string[];
+  sizes: number[] | null;
+  progress: string;
+  memory: string;
+  out: string | null;
+  net: boolean;
+  c: boolean;
+  from: string | null;
+}
+
+const SIZE_UNITS: Record<string, number> = { '': 1, k: KiB, m: MiB };
+
+function parseCommandLine(): Options {
   const { values } = parseArgs({
     options: {
       short: { type: 'boolean' },
@@ -548,7 +660,7 @@ function parseCommandLine() {
     },
   });
   if (values.help === true) {
-    console.log(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('*/')[0]?.replace(/^[\s\S]*?\/\*\*/, '').replace(/^ \* ?/gm, ''));
+    console.log(readFileSync(SOURCE, 'utf8').split('*/')[0]?.replace(/^[\s\S]*?\/\*\*/, '').replace(/^ \* ?/gm, ''));
     process.exit(0);
   }
   const tests = values.tests === undefined ? Object.keys(TESTS) : values.tests.split(',');
@@ -557,13 +669,12 @@ function parseCommandLine() {
   if (!['polling', 'event', 'spin'].includes(progress)) throw new Error('--progress: polling, event or spin');
   const memory = values.memory ?? 'allocated';
   if (!['allocated', 'registered'].includes(memory)) throw new Error('--memory: allocated or registered');
-  /** @type {number[] | null} */
-  let sizes = null;
+  let sizes: number[] | null = null;
   if (values.sizes !== undefined) {
     sizes = values.sizes.split(',').map((s) => {
       const m = /^(\d+)([kKmM]?)$/.exec(s.trim());
       if (m === null) throw new Error(`bad size ${s}`);
-      return Number(m[1]) * ({ '': 1, k: KiB, m: MiB }[(m[2] ?? '').toLowerCase()] ?? 1);
+      return Number(m[1]) * (SIZE_UNITS[(m[2] ?? '').toLowerCase()] ?? 1);
     });
   }
   return {
@@ -572,18 +683,20 @@ function parseCommandLine() {
   };
 }
 
-async function main() {
-  /** @type {ReturnType<typeof parseCommandLine>} */
-  let options;
+async function main(): Promise<void> {
+  let options: Options;
   try {
     options = parseCommandLine();
   } catch (err) {
-    console.error(`bench: ${/** @type {Error} */ (err).message}`);
+    console.error(`bench: ${(err as Error).message}`);
     process.exit(2);
   }
   if (options.from !== null) {
-    const stored = JSON.parse(readFileSync(options.from, 'utf8'));
-    if (stored.schema !== SCHEMA) throw new Error(`${options.from}: schema ${stored.schema}, expected ${SCHEMA}`);
+    const parsed: unknown = JSON.parse(readFileSync(options.from, 'utf8'));
+    const schema = isObject(parsed) ? parsed.schema : undefined;
+    if (schema !== SCHEMA) throw new Error(`${options.from}: schema ${String(schema)}, expected ${SCHEMA}`);
+    // A report this script wrote (its schema says so): read as one, not checked field by field.
+    const stored = parsed as BenchReport;
     const docsDir = options.out !== null ? path.resolve(options.out) : path.join(ROOT, 'docs');
     mkdirSync(docsDir, { recursive: true });
     writeFileSync(path.join(docsDir, 'benchmarks.md'), markdownReport(stored));
@@ -596,8 +709,7 @@ async function main() {
   const started = new Date();
   const loadStart = os.loadavg();
   const machine = machineInfo();
-  /** @type {string[]} */
-  const problems = [];
+  const problems: string[] = [];
   if (!existsSync(CLI)) problems.push(`${path.relative(ROOT, CLI)} is missing: build it with npm run build`);
   if (options.c && tryRun('sh', ['-c', 'command -v ucx_perftest']) === null) problems.push('ucx_perftest is not on PATH (apt-get install ucx-utils)');
   console.error(`bench (${mode}): ${machine.cpuModel} x${machine.cpuCount}, ${(machine.totalMemoryBytes / 2 ** 30).toFixed(1)} GiB, ` +
@@ -607,25 +719,23 @@ async function main() {
   }
   for (const p of problems) console.error(`bench: ${p}`);
 
-  /** @type {any[]} */
-  const results = [];
-  const points = [];
+  const results: ResultRecord[] = [];
+  const points: Point[] = [];
   for (const test of options.tests) {
-    const spec = /** @type {TestSpec} */ (TESTS[test]);
+    const spec = specOf(test);
     const sizes = spec.sizes ?? options.sizes ?? (options.short ? SHORT_SIZES : FULL_SIZES);
     for (const size of sizes) points.push({ test, size, ...iterationsFor(test, size, options.short), outstanding: OUTSTANDING });
   }
   /** Per implementation and test: the size at which it timed out (larger sizes are then skipped). */
-  /** @type {Map<string, number>} */
-  const timedOutAt = new Map();
+  const timedOutAt = new Map<string, number>();
   const benchStart = Date.now();
   for (const [index, point] of points.entries()) {
-    const spec = /** @type {TestSpec} */ (TESTS[point.test]);
-    const skip = (/** @type {string} */ impl) => {
+    const spec = specOf(point.test);
+    const skip = (impl: string): Measurement | null => {
       const at = timedOutAt.get(`${impl}/${point.test}`);
-      return at === undefined ? null : { status: /** @type {const} */ ('skipped'), error: `skipped: it timed out at ${formatSize(at)}` };
+      return at === undefined ? null : { status: 'skipped', error: `skipped: it timed out at ${formatSize(at)}` };
     };
-    const noteTimeout = (/** @type {string} */ impl, /** @type {any} */ m) => {
+    const noteTimeout = (impl: string, m: Measurement): Measurement => {
       if (m.status === 'failed' && m.timedOut === true) timedOutAt.set(`${impl}/${point.test}`, point.size);
       delete m.timedOut;
       return m;
@@ -636,9 +746,8 @@ async function main() {
      * moves gigabytes through two Node processes), and a fixed order would hand whatever that leaves
      * behind to the same implementation every time. Without net (the extra pairs) the two alternate.
      */
-    const measureOnce = async (/** @type {number} */ roundIndex, /** @type {boolean} */ withNet) => {
-      /** @type {Record<string, Measurement>} */
-      const got = {};
+    const measureOnce = async (roundIndex: number, withNet: boolean): Promise<Record<string, Measurement>> => {
+      const got: Record<string, Measurement> = {};
       const runUcxxTs = async () => {
         got['ucxx-ts'] = problems.some((p) => p.includes('missing'))
           ? { status: 'failed', error: problems.join('; ') }
@@ -665,62 +774,67 @@ async function main() {
         }
         const both = await runNet(point, spec.net);
         got['net-tcp'] = noteTimeout('net', both['net-tcp']);
-        got['net-unix'] = both['net-unix'];
-        delete got['net-unix'].timedOut;
+        const unix = both['net-unix'];
+        got['net-unix'] = unix;
+        delete unix.timedOut;
       };
       const order = withNet ? [runUcxxTs, runC, runNetBoth] : [runUcxxTs, runC];
-      for (let i = 0; i < order.length; i++) await /** @type {() => Promise<void>} */ (order[(i + roundIndex) % order.length])();
+      // The index is in range: modulo the length.
+      for (let i = 0; i < order.length; i++) await (order[(i + roundIndex) % order.length] as () => Promise<void>)();
       return got;
     };
     // The points the issue's targets are read from run REPEATS rounds; the 1 MiB bandwidth targets also
     // get EXTRA_PAIRS rounds of ucxx-ts and ucx_perftest alone. Each implementation's figure is its
     // median round; the other points run once.
     const target = isTargetPoint(point) && !options.short;
-    const rounds = [];
+    const rounds: Record<string, Measurement>[] = [];
     for (let r = 0; r < (target ? REPEATS : 1); r++) rounds.push(await measureOnce(r, true));
     if (target && spec.kind === 'bandwidth') for (let r = 0; r < EXTRA_PAIRS; r++) rounds.push(await measureOnce(r, false));
-    /** @type {Record<string, Measurement>} */
-    const raw = {};
+    const raw: Record<string, Measurement> = {};
     for (const impl of IMPLEMENTATIONS) {
-      raw[impl] = medianRound(rounds.flatMap((r) => (r[impl] === undefined ? [] : [/** @type {Measurement} */ (r[impl])])), spec.kind);
+      raw[impl] = medianRound(rounds.flatMap((r) => { const m = r[impl]; return m === undefined ? [] : [m]; }), spec.kind);
     }
-    /** @type {Record<string, number | null>} */
-    const figures = {};
-    for (const impl of IMPLEMENTATIONS) figures[impl] = figure(/** @type {Measurement} */ (raw[impl]), spec.kind);
-    /** @type {Record<string, number | null>} */
-    const ratios = {};
-    /** @type {Record<string, number[]>} */
-    const ratioRounds = {};
+    // raw has every implementation (just above): here and below, raw[impl] is set.
+    const figures: Record<string, number | null> = {};
+    for (const impl of IMPLEMENTATIONS) figures[impl] = figure(raw[impl] as Measurement, spec.kind);
+    const ratios: Record<string, number | null> = {};
+    const ratioRounds: Record<string, number[]> = {};
     for (const other of IMPLEMENTATIONS.slice(1)) {
       const paired = pairedRatios(rounds, other, spec.kind);
       ratioRounds[`ucxx-ts/${other}`] = paired.map((x) => round(x, 4));
-      ratios[`ucxx-ts/${other}`] = paired.length === 0 ? null : round(/** @type {number} */ (paired[Math.floor((paired.length - 1) / 2)]), 4);
+      ratios[`ucxx-ts/${other}`] = paired.length === 0 ? null : round(paired[Math.floor((paired.length - 1) / 2)] as number, 4);
     }
-    const record = {
+    const record: ResultRecord = {
       test: point.test, size: point.size, kind: spec.kind, ...METRIC[spec.kind],
       iterations: point.iterations, warmup: point.warmup, outstanding: spec.kind === 'latency' ? 1 : point.outstanding,
       equivalents: { ucx_perftest: spec.c?.test ?? null, net: spec.net === null ? null : `${spec.net} (tcp, unix)` },
       note: spec.note ?? null,
       figures, ratios, ratioRounds, raw,
     };
+    if (spec.kind === 'latency' && point.size === 8) {
+      record.tails = {};
+      for (const impl of IMPLEMENTATIONS) {
+        record.tails[impl] = medianTails(rounds.flatMap((r) => { const m = r[impl]; return m === undefined ? [] : [m]; }));
+      }
+    }
     results.push(record);
     const show = IMPLEMENTATIONS.map((impl) => {
-      const m = /** @type {Measurement} */ (raw[impl]);
-      const f = figures[impl];
+      const m = raw[impl] as Measurement;
+      const f = figures[impl] as number | null;
       return `${impl} ${f !== null ? `${formatFigure(f)}` : m.status === 'n/a' ? '-' : m.status.toUpperCase()}`;
     }).join(' | ');
     const elapsed = Math.round((Date.now() - benchStart) / 1000);
     console.error(`[${index + 1}/${points.length} ${elapsed}s] ${point.test} ${formatSize(point.size)} (${METRIC[spec.kind].unit}): ${show}`);
   }
 
-  const failures = [];
+  const failures: Failure[] = [];
   for (const r of results) {
     for (const impl of IMPLEMENTATIONS) {
-      const m = r.raw[impl];
+      const m = r.raw[impl] as Measurement;
       if (m.status === 'failed' || m.status === 'skipped') failures.push({ test: r.test, size: r.size, implementation: impl, status: m.status, command: m.command ?? null, error: m.error ?? null });
     }
   }
-  const report = {
+  const report: BenchReport = {
     schema: SCHEMA,
     date: started.toISOString(),
     mode,
@@ -732,7 +846,7 @@ async function main() {
       extraPairs: options.short ? 0 : EXTRA_PAIRS,
       ucxxPerf: { memory: options.memory, progress: options.progress, outstanding: OUTSTANDING },
       ucxPerftest: 'server and client on 127.0.0.1, default transports, UCX-allocated buffers (its only host mode)',
-      net: 'bench/net-baseline.mjs: TCP 127.0.0.1 (TCP_NODELAY) and a Unix socket, server in a child process',
+      net: 'bench/net-baseline.ts: TCP 127.0.0.1 (TCP_NODELAY) and a Unix socket, server in a child process',
       latencyMetric: 'latency_us.p50 (per-operation median; half a round trip for ping-pong tests)',
       ratio: 'ucxx-ts figure / other figure, the median over the rounds where both ran (ratioRounds): latency < 1 = ucxx-ts faster; bandwidth and rate > 1 = ucxx-ts faster',
     },
@@ -750,7 +864,7 @@ async function main() {
   mkdirSync(docsDir, { recursive: true });
   const stamp = started.toISOString().replace(/\.\d+Z$/, 'Z').replaceAll(':', '-');
   const json = `${JSON.stringify(report, null, 2)}\n`;
-  const written = [];
+  const written: string[] = [];
   for (const file of [path.join(resultsDir, `${stamp}.json`), path.join(resultsDir, 'latest.json')]) {
     writeFileSync(file, json);
     written.push(file);

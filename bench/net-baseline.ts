@@ -1,9 +1,8 @@
 #!/usr/bin/env node
-// @ts-check
 /**
  * net-baseline: what Node's own `net` module does on this machine, as a yardstick for ucxx-ts.
  *
- *   node bench/net-baseline.mjs --mode lat|bw [--transport tcp,unix] [-s SIZES] [-n ITER] [-w WARMUP] --json
+ *   node build/bench/net-baseline.js --mode lat|bw [--transport tcp,unix] [-s SIZES] [-n ITER] [-w WARMUP] --json
  *
  * Two processes, like ucx_perftest and `ucxx-perf --local`: this one (the client) forks a server child that
  * listens on TCP 127.0.0.1 (an ephemeral port, TCP_NODELAY) and on a Unix socket in the temporary directory.
@@ -21,35 +20,45 @@
  *   {"tool":"net-baseline","transport":"tcp","mode":"lat","size":8,"iterations":N,"warmup":W,
  *    "latency_us":{"p50":x,"avg":x,"p99":x},"bandwidth_MBps":x,"message_rate":x}
  * Exit status 2 for bad options, 1 for a failure. The whole run is bounded by --timeout (seconds, default 120).
+ * Source: bench/net-baseline.ts, compiled by `npm run build:test` (tsconfig.test.json) to build/bench/net-baseline.js.
  */
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
 import { rmSync } from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 const HEADER_BYTES = 16; // mode (u32: 1 = lat, 2 = bw), size (u32), warm-up count (u32), measured count (u32)
-const MODE_CODES = { lat: 1, bw: 2 };
+const MODE_CODES = { lat: 1, bw: 2 } as const;
 
-/** @param {string} text */
-function parseSize(text) {
+type Mode = keyof typeof MODE_CODES;
+type Transport = 'tcp' | 'unix';
+
+/** What the server child sends its parent once it listens. */
+interface ServerAddress {
+  tcpPort: number;
+  unixPath: string;
+}
+
+const SIZE_UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
+
+function parseSize(text: string): number {
   const match = /^(\d+)([kKmMgG]?)[bB]?$/.exec(text.trim());
   if (match === null) throw new UsageError(`bad size: ${JSON.stringify(text)}`);
-  const unit = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[(match[2] ?? '').toLowerCase()] ?? 1;
+  const unit = SIZE_UNITS[(match[2] ?? '').toLowerCase()] ?? 1;
   const size = Number(match[1]) * unit;
   if (!Number.isSafeInteger(size) || size < 1 || size > 1024 ** 3) throw new UsageError(`size out of range: ${text}`);
   return size;
 }
 
-/** @param {string} text */
-function parseSizes(text) {
+function parseSizes(text: string): number[] {
   if (text.includes(':')) {
     const [lo, hi] = text.split(':').map(parseSize);
     if (lo === undefined || hi === undefined || hi < lo) throw new UsageError(`bad size range: ${text}`);
-    const sizes = [];
+    const sizes: number[] = [];
     for (let s = lo; s <= hi; s *= 2) sizes.push(s);
     return sizes;
   }
@@ -60,16 +69,12 @@ class UsageError extends Error {}
 
 // ---- server (child process) ---------------------------------------------------------------------------
 
-/**
- * Serves one connection: reads the header, then runs the ping-pong or the sink it asks for.
- * @param {net.Socket} socket
- */
-function serveConnection(socket) {
+/** Serves one connection: reads the header, then runs the ping-pong or the sink it asks for. */
+function serveConnection(socket: net.Socket): void {
   socket.setNoDelay?.(true);
   let header = Buffer.alloc(0);
-  /** @type {((chunk: Buffer) => void) | null} */
-  let onData = null;
-  socket.on('data', (chunk) => {
+  let onData: ((chunk: Buffer) => void) | null = null;
+  socket.on('data', (chunk: Buffer) => {
     if (onData !== null) {
       onData(chunk);
       return;
@@ -84,7 +89,7 @@ function serveConnection(socket) {
     if (mode === MODE_CODES.lat) {
       const reply = Buffer.alloc(size, 0xa5);
       let have = 0;
-      onData = (data) => {
+      onData = (data: Buffer) => {
         have += data.length;
         // The client never sends the next message before it has our reply, so `have` never exceeds size.
         if (have >= size) {
@@ -102,10 +107,10 @@ function serveConnection(socket) {
           socket.write(Buffer.of(1));
         }
       };
-      onData = (data) => {
+      onData = (data: Buffer) => {
         have += data.length;
-        while (phases.length > 0 && have >= /** @type {number} */ (phases[0])) {
-          have -= /** @type {number} */ (phases.shift());
+        while (phases.length > 0 && have >= (phases[0] as number)) {
+          have -= phases.shift() as number; // phases is not empty
           socket.write(Buffer.of(1));
         }
       };
@@ -120,7 +125,7 @@ function serveConnection(socket) {
   socket.on('error', () => socket.destroy());
 }
 
-async function serve() {
+async function serve(): Promise<void> {
   const unixPath = path.join(os.tmpdir(), `ucxx-net-baseline-${process.pid}.sock`);
   rmSync(unixPath, { force: true });
   const tcp = net.createServer({ noDelay: true }, serveConnection);
@@ -136,17 +141,13 @@ async function serve() {
   };
   process.on('disconnect', cleanup); // the client went away (normally or not)
   process.on('SIGTERM', cleanup);
-  process.send?.({ tcpPort: address.port, unixPath });
+  const message: ServerAddress = { tcpPort: address.port, unixPath };
+  process.send?.(message);
 }
 
 // ---- client -------------------------------------------------------------------------------------------
 
-/**
- * @param {{ tcpPort: number, unixPath: string }} server
- * @param {'tcp' | 'unix'} transport
- * @returns {Promise<net.Socket>}
- */
-async function connect(server, transport) {
+async function connect(server: ServerAddress, transport: Transport): Promise<net.Socket> {
   const socket = transport === 'tcp'
     ? net.connect({ port: server.tcpPort, host: '127.0.0.1', noDelay: true })
     : net.connect({ path: server.unixPath });
@@ -154,18 +155,13 @@ async function connect(server, transport) {
   return socket;
 }
 
-/**
- * Reads from `socket` through a resettable byte counter: `until(n)` resolves once n more bytes have come.
- * @param {net.Socket} socket
- */
-function byteCounter(socket) {
+/** Reads from `socket` through a resettable byte counter: `until(n)` resolves once n more bytes have come. */
+function byteCounter(socket: net.Socket): { until(n: number): Promise<void> } {
   let have = 0;
   let want = Infinity;
-  /** @type {(() => void) | null} */
-  let resolve = null;
-  /** @type {((err: Error) => void) | null} */
-  let reject = null;
-  socket.on('data', (chunk) => {
+  let resolve: (() => void) | null = null;
+  let reject: ((err: Error) => void) | null = null;
+  socket.on('data', (chunk: Buffer) => {
     have += chunk.length;
     if (have >= want && resolve !== null) {
       have -= want;
@@ -176,18 +172,17 @@ function byteCounter(socket) {
       r();
     }
   });
-  const fail = (/** @type {Error} */ err) => reject?.(err);
+  const fail = (err: Error) => reject?.(err);
   socket.on('error', fail);
   socket.on('close', () => fail(new Error('the server closed the connection')));
   return {
-    /** @param {number} n */
-    until(n) {
+    until(n: number): Promise<void> {
       if (have >= n) {
         have -= n;
         return Promise.resolve();
       }
       want = n;
-      return new Promise((res, rej) => {
+      return new Promise<void>((res, rej) => {
         resolve = () => res(undefined);
         reject = rej;
       });
@@ -195,14 +190,7 @@ function byteCounter(socket) {
   };
 }
 
-/**
- * @param {net.Socket} socket
- * @param {number} mode
- * @param {number} size
- * @param {number} warmup
- * @param {number} iterations
- */
-function sendHeader(socket, mode, size, warmup, iterations) {
+function sendHeader(socket: net.Socket, mode: number, size: number, warmup: number, iterations: number): void {
   const header = Buffer.alloc(HEADER_BYTES);
   header.writeUInt32LE(mode, 0);
   header.writeUInt32LE(size, 4);
@@ -211,12 +199,14 @@ function sendHeader(socket, mode, size, warmup, iterations) {
   socket.write(header);
 }
 
-/**
- * @param {{ tcpPort: number, unixPath: string }} server
- * @param {'tcp' | 'unix'} transport
- * @param {number} size @param {number} iterations @param {number} warmup
- */
-async function measureLatency(server, transport, size, iterations, warmup) {
+/** The figures of one (transport, size), as they go into the JSON line. */
+interface Measured {
+  latency_us: { p50: number | null; avg: number; p99: number | null };
+  bandwidth_MBps: number;
+  message_rate: number;
+}
+
+async function measureLatency(server: ServerAddress, transport: Transport, size: number, iterations: number, warmup: number): Promise<Measured> {
   const socket = await connect(server, transport);
   try {
     const counter = byteCounter(socket);
@@ -231,8 +221,9 @@ async function measureLatency(server, transport, size, iterations, warmup) {
     }
     const sorted = Float64Array.from(samples).sort();
     const avg = sorted.reduce((a, b) => a + b, 0) / iterations;
-    const p50 = /** @type {number} */ (sorted[Math.floor(iterations * 0.5)]);
-    const p99 = /** @type {number} */ (sorted[Math.min(iterations - 1, Math.floor(iterations * 0.99))]);
+    // In range: iterations >= 1.
+    const p50 = sorted[Math.floor(iterations * 0.5)] as number;
+    const p99 = sorted[Math.min(iterations - 1, Math.floor(iterations * 0.99))] as number;
     return {
       latency_us: { p50: round(p50), avg: round(avg), p99: round(p99) },
       // As ucx_perftest computes them for ping-pong tests: one message per half round trip.
@@ -244,19 +235,13 @@ async function measureLatency(server, transport, size, iterations, warmup) {
   }
 }
 
-/**
- * @param {{ tcpPort: number, unixPath: string }} server
- * @param {'tcp' | 'unix'} transport
- * @param {number} size @param {number} iterations @param {number} warmup
- */
-async function measureBandwidth(server, transport, size, iterations, warmup) {
+async function measureBandwidth(server: ServerAddress, transport: Transport, size: number, iterations: number, warmup: number): Promise<Measured> {
   const socket = await connect(server, transport);
   try {
     const counter = byteCounter(socket);
     sendHeader(socket, MODE_CODES.bw, size, warmup, iterations);
     const message = Buffer.alloc(size, 0x5a);
-    /** @param {number} count */
-    const stream = async (count) => {
+    const stream = async (count: number) => {
       for (let k = 0; k < count; k++) {
         if (!socket.write(message)) await once(socket, 'drain');
       }
@@ -278,12 +263,11 @@ async function measureBandwidth(server, transport, size, iterations, warmup) {
   }
 }
 
-/** @param {number} x */
-function round(x) {
+function round(x: number): number {
   return Math.round(x * 1000) / 1000;
 }
 
-const USAGE = `usage: node bench/net-baseline.mjs --mode lat|bw [options]
+const USAGE = `usage: node build/bench/net-baseline.js --mode lat|bw [options]
   --mode lat|bw           lat: SIZE-byte ping-pong (half round trip); bw: one-way stream of SIZE-byte messages
   --transport LIST        tcp,unix (default both): TCP loopback and a Unix socket
   -s, --size SIZES        a list (8,4K,1M) or a range of powers of two (8:64M); default 8
@@ -293,18 +277,18 @@ const USAGE = `usage: node bench/net-baseline.mjs --mode lat|bw [options]
       --json              one JSON object per line (otherwise a table)
   -h, --help              this text`;
 
-async function main() {
+async function main(): Promise<void> {
   if (process.argv[2] === '--serve-child') {
     await serve();
     await new Promise(() => {}); // serves until the client disconnects (see serve)
   }
-  /** @type {ReturnType<typeof parseCommandLine>} */
-  let options;
+  let options: ReturnType<typeof parseCommandLine>;
   try {
     options = parseCommandLine(process.argv.slice(2));
   } catch (err) {
-    if (err instanceof UsageError || /** @type {{ code?: string }} */ (err).code?.startsWith('ERR_PARSE_ARGS') === true) {
-      console.error(`net-baseline: ${/** @type {Error} */ (err).message}\n${USAGE}`);
+    // parseArgs throws TypeErrors with a code ERR_PARSE_ARGS_*.
+    if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true) {
+      console.error(`net-baseline: ${(err as Error).message}\n${USAGE}`);
       process.exit(2);
     }
     throw err;
@@ -318,9 +302,9 @@ async function main() {
   }, options.timeout * 1000);
   killer.unref();
   try {
-    /** @type {{ tcpPort: number, unixPath: string }} */
-    const server = await new Promise((resolve, reject) => {
-      child.once('message', (m) => resolve(/** @type {{ tcpPort: number, unixPath: string }} */ (m)));
+    const server = await new Promise<ServerAddress>((resolve, reject) => {
+      // The only message the child sends (see serve).
+      child.once('message', (m) => resolve(m as ServerAddress));
       child.once('exit', (code) => reject(new Error(`the server exited early (status ${code})`)));
     });
     if (!options.json) console.log(['transport', 'mode', 'size', 'iterations', 'p50 us', 'avg us', 'p99 us', 'MB/s', 'msg/s'].map((c) => c.padStart(11)).join(''));
@@ -347,8 +331,17 @@ async function main() {
   }
 }
 
-/** @param {string[]} argv */
-function parseCommandLine(argv) {
+interface Options {
+  mode: Mode;
+  transports: Transport[];
+  sizes: number[];
+  iterations: number;
+  warmup: number;
+  timeout: number;
+  json: boolean;
+}
+
+function parseCommandLine(argv: string[]): Options | null {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: false,
@@ -372,7 +365,7 @@ function parseCommandLine(argv) {
   if (mode !== 'lat' && mode !== 'bw') throw new UsageError('--mode must be lat or bw');
   const transports = (values.transport ?? 'tcp,unix').split(',').map((t) => t.trim());
   for (const t of transports) if (t !== 'tcp' && t !== 'unix') throw new UsageError(`unknown transport ${t}`);
-  const count = (/** @type {string | undefined} */ text, /** @type {string} */ what, /** @type {number} */ fallback, min = 0) => {
+  const count = (text: string | undefined, what: string, fallback: number, min = 0) => {
     if (text === undefined) return fallback;
     const n = Number(text);
     if (!Number.isSafeInteger(n) || n < min || n > 0xffffffff) throw new UsageError(`${what} must be an integer >= ${min}, got ${text}`);
@@ -382,7 +375,8 @@ function parseCommandLine(argv) {
   const warmup = count(values.warmup, 'warmup', Math.floor(iterations / 10));
   const timeout = count(values.timeout, 'timeout', 120, 1);
   return {
-    mode, transports: /** @type {('tcp' | 'unix')[]} */ (transports), sizes: parseSizes(values.size ?? '8'),
+    // Each checked above.
+    mode, transports: transports as Transport[], sizes: parseSizes(values.size ?? '8'),
     iterations, warmup, timeout, json: values.json === true,
   };
 }

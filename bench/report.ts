@@ -1,28 +1,133 @@
-// @ts-check
 /**
- * Presentation of a bench report (the JSON that bench/run.mjs writes): the console table, docs/benchmarks.md
- * and docs/benchmarks.svg. No dependencies; the SVG is written by hand.
+ * Presentation of a bench report (the JSON that bench/run.ts writes): the console table, docs/benchmarks.md
+ * and docs/benchmarks.svg. No dependencies; the SVG is written by hand. The types of the report are here too:
+ * bench/run.ts builds one, and `--from FILE` reads one back.
  */
 
 /** Order of the columns, and of the lines in the plot. */
-export const IMPLEMENTATIONS = ['ucxx-ts', 'ucx_perftest', 'net-tcp', 'net-unix'];
+export const IMPLEMENTATIONS = ['ucxx-ts', 'ucx_perftest', 'net-tcp', 'net-unix'] as const;
 
-const LABELS = {
+export type Implementation = (typeof IMPLEMENTATIONS)[number];
+
+/** Which figure a test is compared by: latency (us, p50, lower is better), bandwidth (MB/s) or rate (msg/s). */
+export type Kind = 'latency' | 'bandwidth' | 'rate';
+
+export interface LatencyFigures {
+  p50: number | null;
+  avg: number | null;
+  p99: number | null;
+  /** ucxx-ts only (ucx_perftest reports one percentile per run, net-baseline these three). */
+  p90?: number | null;
+  p999?: number | null;
+}
+
+/** One run of one implementation at one point (or the median round of several). */
+export interface Measurement {
+  status: 'ok' | 'failed' | 'skipped' | 'n/a';
+  latency_us?: LatencyFigures;
+  bandwidth_MBps?: number | null;
+  message_rate?: number | null;
+  iterations?: number;
+  command?: string;
+  wall_s?: number;
+  error?: string;
+  detail?: Record<string, unknown>;
+  /** Internal to bench/run.ts: removed before the report is written. */
+  timedOut?: boolean;
+  /** Every round's figure, where the point ran several rounds. */
+  rounds?: (number | null)[];
+}
+
+/** One test and size: every implementation's measurement, figure and ratio. */
+export interface ResultRecord {
+  test: string;
+  size: number;
+  kind: Kind;
+  metric: string;
+  unit: string;
+  better: 'lower' | 'higher';
+  iterations: number;
+  warmup: number;
+  outstanding: number;
+  equivalents: { ucx_perftest: string | null; net: string | null };
+  note: string | null;
+  /** By implementation. */
+  figures: Record<string, number | null>;
+  /** By 'ucxx-ts/<other implementation>'. */
+  ratios: Record<string, number | null>;
+  ratioRounds: Record<string, number[]>;
+  /** By implementation. */
+  raw: Record<string, Measurement>;
+  /**
+   * 8 B latency points: by implementation, each statistic's median over the rounds (the mean and the
+   * tail move from round to round independently of the median that picks `raw`'s round).
+   */
+  tails?: Record<string, LatencyFigures>;
+}
+
+export interface MachineInfo {
+  os: string;
+  distro: string | null;
+  arch: string;
+  hostname: string;
+  cpuModel: string | null;
+  cpuCount: number;
+  totalMemoryBytes: number;
+  node: string;
+  ucx: { ucxxTs: string | null; ucxPerftest: string | null; package: string | null };
+  ucxxTsVersion: string;
+  /** Optional: not in every stored report. */
+  git?: { commit: string | null; dirty: boolean | null };
+}
+
+export interface Failure {
+  test: string;
+  size: number;
+  implementation: string;
+  status: 'failed' | 'skipped';
+  command: string | null;
+  error: string | null;
+}
+
+/** The JSON of bench/results/*.json (schema ucxx-ts-bench/1). */
+export interface BenchReport {
+  schema: string;
+  date: string;
+  mode: 'full' | 'short';
+  durationS: number;
+  machine: MachineInfo & { loadAverage: { start: number[]; end: number[] } };
+  config: {
+    order: string;
+    /** Optional: not in every stored report. */
+    rounds?: number;
+    /** Optional: not in every stored report. */
+    extraPairs?: number;
+    ucxxPerf: { memory: string; progress: string; outstanding: number };
+    ucxPerftest: string;
+    net: string;
+    latencyMetric: string;
+    ratio: string;
+  };
+  implementations: readonly string[];
+  results: ResultRecord[];
+  failures: Failure[];
+}
+
+const LABELS: Record<Implementation, string> = {
   'ucxx-ts': 'ucxx-ts',
   ucx_perftest: 'ucx_perftest (C)',
   'net-tcp': 'Node net, TCP',
   'net-unix': 'Node net, Unix socket',
 };
 
-/** @param {number} size */
-export function formatSize(size) {
+export function formatSize(size: number): string {
   if (size >= 1024 * 1024 && size % (1024 * 1024) === 0) return `${size / (1024 * 1024)} MiB`;
   if (size >= 1024 && size % 1024 === 0) return `${size / 1024} KiB`;
   return `${size} B`;
 }
 
-/** A figure with about three significant digits. @param {number | null | undefined} x */
-export function formatFigure(x) {
+/** A figure with about three significant digits. */
+export function formatFigure(x: number | null | undefined): string {
   if (x === null || x === undefined || !Number.isFinite(x)) return '';
   if (x === 0) return '0';
   const a = Math.abs(x);
@@ -33,8 +138,7 @@ export function formatFigure(x) {
   return x.toPrecision(2);
 }
 
-/** @param {number | null | undefined} x */
-function formatRatio(x) {
+function formatRatio(x: number | null | undefined): string {
   if (x === null || x === undefined || !Number.isFinite(x)) return '';
   if (x >= 100) return `${x.toFixed(0)}x`;
   if (x >= 10) return `${x.toFixed(1)}x`;
@@ -42,8 +146,8 @@ function formatRatio(x) {
   return `${x.toPrecision(2)}x`;
 }
 
-/** What to print in a cell: the figure, '-' for no equivalent, or why it is missing. @param {any} r @param {string} impl */
-function cell(r, impl) {
+/** What to print in a cell: the figure, '-' for no equivalent, or why it is missing. */
+function cell(r: ResultRecord, impl: string): string {
   const f = r.figures[impl];
   if (f !== null && f !== undefined) return formatFigure(f);
   const m = r.raw[impl];
@@ -51,39 +155,35 @@ function cell(r, impl) {
   return m.status === 'skipped' ? 'SKIPPED' : 'FAILED';
 }
 
-const KIND_TITLES = {
+const KIND_TITLES: Record<Kind, string> = {
   latency: 'Latency, us (median per operation; lower is better: ratio < 1 means ucxx-ts is faster)',
   bandwidth: 'Bandwidth, MB/s = 10^6 bytes/s (higher is better: ratio > 1 means ucxx-ts is faster)',
   rate: 'Message rate, operations/s (higher is better: ratio > 1 means ucxx-ts is faster)',
 };
 
-/** @param {any} report */
-function groups(report) {
-  /** @type {Record<string, any[]>} */
-  const byKind = { latency: [], bandwidth: [], rate: [] };
+function groups(report: BenchReport): [string, ResultRecord[]][] {
+  const byKind: Record<string, ResultRecord[]> = { latency: [], bandwidth: [], rate: [] };
   for (const r of report.results) byKind[r.kind]?.push(r);
   return Object.entries(byKind).filter(([, rows]) => rows.length > 0);
 }
 
 const HEADERS = ['test', 'size', 'ucxx-ts', 'ucx_perftest', 'net TCP', 'net Unix', 'ucxx/C', 'ucxx/TCP', 'ucxx/Unix'];
 
-/** @param {any} r */
-function row(r) {
+function row(r: ResultRecord): string[] {
   return [
     r.test, formatSize(r.size), ...IMPLEMENTATIONS.map((impl) => cell(r, impl)),
     ...IMPLEMENTATIONS.slice(1).map((impl) => formatRatio(r.ratios[`ucxx-ts/${impl}`])),
   ];
 }
 
-/** @param {any} report */
-export function consoleTable(report) {
-  const lines = [];
+export function consoleTable(report: BenchReport): string {
+  const lines: string[] = [];
   const m = report.machine;
   lines.push(`\nucxx-ts benchmark (${report.mode}), ${report.date}: ${m.cpuModel} x${m.cpuCount}, node ${m.node}, UCX ${m.ucx.ucxxTs ?? m.ucx.ucxPerftest}`);
   lines.push('Ratios are ucxx-ts / other, of the figure shown. Latency: < 1 = ucxx-ts faster. Bandwidth and rate: > 1 = ucxx-ts faster.');
   lines.push("'-' = no equivalent operation; FAILED / SKIPPED: see the list below the table.");
   for (const [kind, rows] of groups(report)) {
-    lines.push('', /** @type {Record<string, string>} */ (KIND_TITLES)[kind] ?? kind);
+    lines.push('', (KIND_TITLES as Record<string, string>)[kind] ?? kind);
     const table = [HEADERS, ...rows.map(row)];
     const widths = HEADERS.map((_, i) => Math.max(...table.map((cells) => String(cells[i]).length)));
     let previous = '';
@@ -93,33 +193,58 @@ export function consoleTable(report) {
       lines.push(cells.map((c, i) => (i < 2 ? String(c).padEnd(widths[i] ?? 0) : String(c).padStart(widths[i] ?? 0))).join('  '));
     }
   }
+  const tails = tailRows(report);
+  if (tails.length > 0) {
+    lines.push('', TAILS_TITLE);
+    const table = [TAIL_HEADERS, ...tails];
+    const widths = TAIL_HEADERS.map((_, i) => Math.max(...table.map((cells) => String(cells[i]).length)));
+    for (const cells of table) lines.push(cells.map((c, i) => (i < 1 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  '));
+  }
   const notes = notesOf(report);
   if (notes.length > 0) lines.push('', 'Definitions that differ:', ...notes.map((n) => `- ${n}`));
   return lines.join('\n');
 }
 
-/** @param {any} report */
-function notesOf(report) {
-  /** @type {Map<string, string>} */
-  const notes = new Map();
+const TAIL_HEADERS = [
+  'test', 'p50', 'mean', 'p90', 'p99', 'p99.9', 'C p50', 'C mean', 'C p99', 'TCP mean', 'mean - C mean', 'p99 / C p99',
+];
+
+/** The 8 B latency rows' means and tails, ucxx-ts beside ucx_perftest and net over TCP. */
+function tailRows(report: BenchReport): string[][] {
+  const rows: string[][] = [];
+  for (const r of report.results) {
+    if (r.tails === undefined) continue;
+    const u = r.tails['ucxx-ts'];
+    const c = r.tails.ucx_perftest;
+    const tcp = r.tails['net-tcp'];
+    const f = (x: number | null | undefined) => (x === null || x === undefined ? '-' : formatFigure(x));
+    const diff = u?.avg != null && c?.avg != null ? formatFigure(u.avg - c.avg) : '-';
+    const ratio = u?.p99 != null && c?.p99 != null && c.p99 > 0 ? formatRatio(u.p99 / c.p99) : '-';
+    rows.push([r.test, f(u?.p50), f(u?.avg), f(u?.p90), f(u?.p99), f(u?.p999), f(c?.p50), f(c?.avg), f(c?.p99), f(tcp?.avg), diff, ratio]);
+  }
+  return rows;
+}
+
+const TAILS_TITLE = 'Latency at 8 B: means and tails, us (each statistic\'s median over the rounds; ucxx-ts then ucx_perftest (C) and net over TCP)';
+
+function notesOf(report: BenchReport): string[] {
+  const notes = new Map<string, string>();
   for (const r of report.results) if (r.note !== null && r.note !== undefined) notes.set(r.test, `${r.test}: ${r.note}`);
   return [...notes.values()];
 }
 
-/** @param {string} s */
-function md(s) {
+function md(s: string): string {
   return s.replaceAll('|', '\\|');
 }
 
-/** @param {any} report */
-export function markdownReport(report) {
+export function markdownReport(report: BenchReport): string {
   const m = report.machine;
   const gib = (m.totalMemoryBytes / 2 ** 30).toFixed(1);
   const commit = m.git?.commit ? `${m.git.commit.slice(0, 12)}${m.git.dirty ? ' (with uncommitted changes)' : ''}` : 'unknown';
   const cfg = report.config.ucxxPerf;
-  const out = [];
+  const out: string[] = [];
   out.push('# Benchmarks', '');
-  out.push(`Generated by \`npm run bench\` (\`bench/run.mjs\`, ${report.mode} mode) on **${report.date}**, in ${report.durationS} s.`);
+  out.push(`Generated by \`npm run bench\` (\`bench/run.ts\`, ${report.mode} mode) on **${report.date}**, in ${report.durationS} s.`);
   out.push('How to run it, and what each test measures: [performance.md](performance.md). Raw figures: `bench/results/latest.json`.', '');
   out.push('| machine | |', '|---|---|');
   out.push(`| CPU | ${md(String(m.cpuModel))} x ${m.cpuCount} |`);
@@ -144,7 +269,7 @@ export function markdownReport(report) {
     '`-` means the other has no equivalent operation.', '');
   out.push('![bandwidth and latency against message size](benchmarks.svg)', '');
   for (const [kind, rows] of groups(report)) {
-    out.push(`## ${/** @type {Record<string, string>} */ (KIND_TITLES)[kind]}`, '');
+    out.push(`## ${(KIND_TITLES as Record<string, string>)[kind]}`, '');
     out.push(`| ${[...HEADERS.slice(0, 2), 'n', 'w', ...HEADERS.slice(2)].join(' | ')} |`);
     out.push(`|${['---', '---:', '---:', '---:', ...HEADERS.slice(2).map(() => '---:')].join('|')}|`);
     for (const r of rows) {
@@ -153,22 +278,30 @@ export function markdownReport(report) {
     }
     out.push('');
   }
-  const spread = report.results.filter((/** @type {any} */ r) => (r.ratioRounds?.['ucxx-ts/ucx_perftest']?.length ?? 0) > 1);
+  const tails = tailRows(report);
+  if (tails.length > 0) {
+    out.push(`## ${TAILS_TITLE}`, '');
+    out.push('ucx_perftest reports one percentile per run: its median and mean come from the run that the table above shows, its 99th percentile from a second run with `-R 99` (taken over its window of the latest 2,048 samples). `mean - C mean` and `p99 / C p99` compare ucxx-ts with it.', '');
+    out.push(`| ${TAIL_HEADERS.join(' | ')} |`, `|---|${TAIL_HEADERS.slice(1).map(() => '---:').join('|')}|`);
+    for (const cells of tails) out.push(`| ${cells.map(md).join(' | ')} |`);
+    out.push('');
+  }
+  const spread = report.results.filter((r) => (r.ratioRounds?.['ucxx-ts/ucx_perftest']?.length ?? 0) > 1);
   if (spread.length > 0) {
     out.push('## Round to round', '');
     out.push('The ratio ucxx-ts / ucx_perftest of each round (the two ran back to back) at the points with several rounds: how far one round can be from the median on this machine.', '');
     out.push('| test | size | rounds | lowest | lower quartile | median | upper quartile | highest |', '|---|---:|---:|---:|---:|---:|---:|---:|');
     for (const r of spread) {
-      const x = /** @type {number[]} */ (r.ratioRounds['ucxx-ts/ucx_perftest']);
-      const q = (/** @type {number} */ f) => formatRatio(/** @type {number} */ (x[Math.round(f * (x.length - 1))]));
+      // Present: `spread` holds only the records with more than one of these.
+      const x = r.ratioRounds['ucxx-ts/ucx_perftest'] as number[];
+      const q = (f: number) => formatRatio(x[Math.round(f * (x.length - 1))]);
       out.push(`| ${r.test} | ${formatSize(r.size)} | ${x.length} | ${q(0)} | ${q(0.25)} | ${formatRatio(r.ratios['ucxx-ts/ucx_perftest'])} | ${q(0.75)} | ${q(1)} |`);
     }
     out.push('');
   }
   out.push('## Equivalents', '');
   out.push('| ucxx-ts test | ucx_perftest | Node net |', '|---|---|---|');
-  /** @type {Set<string>} */
-  const seen = new Set();
+  const seen = new Set<string>();
   for (const r of report.results) {
     if (seen.has(r.test)) continue;
     seen.add(r.test);
@@ -194,25 +327,28 @@ export function markdownReport(report) {
 
 // ---- SVG --------------------------------------------------------------------------------------------
 
-const STYLE = {
+interface LineStyle {
+  color: string;
+  dash: string;
+  marker: string;
+}
+
+const STYLE: Record<Implementation, LineStyle> = {
   'ucxx-ts': { color: '#1f5fbf', dash: '', marker: 'circle' },
   ucx_perftest: { color: '#d9480f', dash: '', marker: 'square' },
   'net-tcp': { color: '#2b8a3e', dash: '6 3', marker: 'triangle' },
   'net-unix': { color: '#7048e8', dash: '2 3', marker: 'diamond' },
 };
 
-/** @param {string} s */
-function esc(s) {
+function esc(s: string): string {
   return s.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;');
 }
 
-/** @param {number} v */
-function num(v) {
+function num(v: number): number {
   return Number(v.toFixed(1));
 }
 
-/** @param {string} kind @param {number} x @param {number} y @param {string} color */
-function marker(kind, x, y, color) {
+function marker(kind: string, x: number, y: number, color: string): string {
   const r = 3.2;
   switch (kind) {
     case 'square':
@@ -226,30 +362,38 @@ function marker(kind, x, y, color) {
   }
 }
 
-/** 1, 10, 100, 1k, ... and 0.1, 0.01 for log axes. @param {number} v */
-function tickLabel(v) {
+/** 1, 10, 100, 1k, ... and 0.1, 0.01 for log axes. */
+function tickLabel(v: number): string {
   if (v >= 1e6) return `${formatShort(v / 1e6)}M`;
   if (v >= 1e3) return `${formatShort(v / 1e3)}k`;
   return formatShort(v);
 }
 
-/** @param {number} v */
-function formatShort(v) {
+function formatShort(v: number): string {
   return Number(v.toPrecision(3)).toString();
 }
 
-/** @param {number} bytes */
-function sizeLabel(bytes) {
+function sizeLabel(bytes: number): string {
   if (bytes >= 1024 * 1024) return `${bytes / (1024 * 1024)}M`;
   if (bytes >= 1024) return `${bytes / 1024}K`;
   return `${bytes}`;
 }
 
-/**
- * One panel: a log-log plot of one test's figure against message size.
- * @param {{ x: number, y: number, w: number, h: number, title: string, unit: string, rows: any[], xMin: number, xMax: number, note?: string }} p
- */
-function panel(p) {
+interface PanelSpec {
+  x: number;
+  y: number;
+  w: number;
+  h: number;
+  title: string;
+  unit: string;
+  rows: ResultRecord[];
+  xMin: number;
+  xMax: number;
+  note?: string;
+}
+
+/** One panel: a log-log plot of one test's figure against message size. */
+function panel(p: PanelSpec): string {
   const left = 58;
   const right = 10;
   const top = 26;
@@ -258,12 +402,12 @@ function panel(p) {
   const ph = p.h - top - bottom;
   const ox = p.x + left;
   const oy = p.y + top;
-  const values = p.rows.flatMap((r) => IMPLEMENTATIONS.map((impl) => r.figures[impl])).filter((v) => typeof v === 'number' && v > 0);
-  const out = [];
+  const values = p.rows.flatMap((r) => IMPLEMENTATIONS.map((impl) => r.figures[impl])).filter((v): v is number => typeof v === 'number' && v > 0);
+  const out: string[] = [];
   out.push(`<g class="panel">`);
   out.push(`<text x="${p.x + left}" y="${p.y + 16}" class="ptitle">${esc(p.title)}</text>`);
   out.push(`<rect x="${ox}" y="${oy}" width="${pw}" height="${ph}" class="frame"/>`);
-  const lx = (/** @type {number} */ v) => ox + ((Math.log2(v) - Math.log2(p.xMin)) / (Math.log2(p.xMax) - Math.log2(p.xMin))) * pw;
+  const lx = (v: number) => ox + ((Math.log2(v) - Math.log2(p.xMin)) / (Math.log2(p.xMax) - Math.log2(p.xMin))) * pw;
   // x ticks: every power of two (minor), labels at powers of 16 (and at 8 and the top size if there is room).
   for (let e = Math.ceil(Math.log2(p.xMin)); e <= Math.floor(Math.log2(p.xMax)); e++) {
     const v = 2 ** e;
@@ -285,7 +429,7 @@ function panel(p) {
   let hi = Math.ceil(Math.log10(Math.max(...values)));
   if (hi === lo) hi = lo + 1;
   if (hi - lo < 2) lo -= 1;
-  const ly = (/** @type {number} */ v) => oy + ph - ((Math.log10(v) - lo) / (hi - lo)) * ph;
+  const ly = (v: number) => oy + ph - ((Math.log10(v) - lo) / (hi - lo)) * ph;
   const decades = hi - lo;
   for (let e = lo; e <= hi; e++) {
     for (const k of decades <= 3 ? [1, 2, 5] : [1]) {
@@ -309,11 +453,11 @@ function panel(p) {
   // One line per implementation; a missing figure breaks the line.
   out.push(`<g clip-path="none">`);
   for (const impl of IMPLEMENTATIONS) {
-    const style = /** @type {Record<string, { color: string, dash: string, marker: string }>} */ (STYLE)[impl];
+    const style: LineStyle | undefined = STYLE[impl];
     if (style === undefined) continue;
     let d = '';
     let pen = false;
-    const marks = [];
+    const marks: string[] = [];
     for (const r of p.rows) {
       const v = r.figures[impl];
       if (typeof v !== 'number' || !(v > 0)) {
@@ -331,28 +475,26 @@ function panel(p) {
     out.push(...marks);
   }
   out.push('</g>');
-  const notes = p.note ? [p.note] : [];
+  const notes: string[] = p.note ? [p.note] : [];
   for (const impl of IMPLEMENTATIONS) {
     const missing = p.rows.filter((r) => r.raw[impl]?.status === 'failed' || r.raw[impl]?.status === 'skipped').length;
-    if (missing > 0) notes.push(`${/** @type {Record<string, string>} */ (LABELS)[impl] ?? impl}: ${missing} of ${p.rows.length} sizes failed or skipped`);
+    if (missing > 0) notes.push(`${LABELS[impl] ?? impl}: ${missing} of ${p.rows.length} sizes failed or skipped`);
   }
   for (const [i, n] of notes.entries()) out.push(`<text x="${ox + 5}" y="${oy + 13 + 12 * i}" class="note">${esc(n)}</text>`);
   out.push('</g>');
   return out.join('\n');
 }
 
-/** @param {any} report */
-export function svgPlot(report) {
+export function svgPlot(report: BenchReport): string {
   const bandwidthTests = ['put_bw', 'get_bw', 'tag_bw', 'stream_bw', 'am_bw'];
   const latencyTests = ['put_lat', 'get_lat', 'tag_lat', 'am_lat'];
-  /** @type {Map<string, any[]>} */
-  const byTest = new Map();
+  const byTest = new Map<string, ResultRecord[]>();
   for (const r of report.results) {
     if (!byTest.has(r.test)) byTest.set(r.test, []);
     byTest.get(r.test)?.push(r);
   }
   for (const rows of byTest.values()) rows.sort((a, b) => a.size - b.size);
-  const sizes = report.results.filter((/** @type {any} */ r) => !r.test.startsWith('atomic_')).map((/** @type {any} */ r) => r.size);
+  const sizes = report.results.filter((r) => !r.test.startsWith('atomic_')).map((r) => r.size);
   const xMin = sizes.length > 0 ? Math.min(...sizes) : 8;
   const xMax = Math.max(sizes.length > 0 ? Math.max(...sizes) : 64 * 1024 * 1024, xMin * 16);
   const panels = [
@@ -369,7 +511,7 @@ export function svgPlot(report) {
   const footerH = 62;
   const height = headerH + rowsCount * ph + footerH;
   const m = report.machine;
-  const out = [];
+  const out: string[] = [];
   out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="Helvetica, Arial, sans-serif">`);
   out.push(`<style>
   .title { font-size: 18px; font-weight: bold; fill: #111; }
@@ -392,11 +534,11 @@ export function svgPlot(report) {
   // Legend
   let lx = marginX;
   for (const impl of IMPLEMENTATIONS) {
-    const style = /** @type {Record<string, { color: string, dash: string, marker: string }>} */ (STYLE)[impl];
+    const style: LineStyle | undefined = STYLE[impl];
     if (style === undefined) continue;
     out.push(`<line x1="${lx}" y1="70" x2="${lx + 34}" y2="70" stroke="${style.color}" stroke-width="2"${style.dash ? ` stroke-dasharray="${style.dash}"` : ''}/>`);
     out.push(marker(style.marker, lx + 17, 70, style.color));
-    const label = /** @type {Record<string, string>} */ (LABELS)[impl] ?? impl;
+    const label = LABELS[impl] ?? impl;
     out.push(`<text x="${lx + 42}" y="74" class="legend">${esc(label)}</text>`);
     lx += 42 + label.length * 7 + 30;
   }
@@ -413,7 +555,7 @@ export function svgPlot(report) {
   const atomicText = atomics.map((r) => `${r.test} ${formatSize(r.size)}: ucxx-ts ${cell(r, 'ucxx-ts').toLowerCase()}, ucx_perftest ${cell(r, 'ucx_perftest').toLowerCase()} ${r.unit}`).join('; ');
   out.push(`<text x="${marginX}" y="${height - 42}" class="sub">${esc('Latency: median per operation (half a round trip for tag_lat, am_lat and the net ping-pong; put_lat is put + flush: see performance.md).')}</text>`);
   if (atomicText) out.push(`<text x="${marginX}" y="${height - 25}" class="sub">${esc(`Atomics (not plotted): ${atomicText}.`)}</text>`);
-  out.push(`<text x="${marginX}" y="${height - 8}" class="sub">${esc('Generated by npm run bench (bench/run.mjs); figures in docs/benchmarks.md and bench/results/latest.json.')}</text>`);
+  out.push(`<text x="${marginX}" y="${height - 8}" class="sub">${esc('Generated by npm run bench (bench/run.ts); figures in docs/benchmarks.md and bench/results/latest.json.')}</text>`);
   out.push('</svg>');
   return `${out.join('\n')}\n`;
 }
