@@ -30,6 +30,11 @@ export const ATOMIC_OPS: Record<AtomicOp, number> = {
 const ATOMIC_POST_MASK = Number(K.UCP_OP_ATTR_FIELD_CALLBACK | K.UCP_OP_ATTR_FIELD_USER_DATA | K.UCP_OP_ATTR_FIELD_DATATYPE);
 const ATOMIC_FETCH_MASK = ATOMIC_POST_MASK | Number(K.UCP_OP_ATTR_FIELD_REPLY_BUFFER);
 
+const MIN_64 = -(1n << 63n);
+const MAX_64 = (1n << 64n) - 1n;
+const MIN_32 = -(1n << 31n);
+const MAX_32 = (1n << 32n) - 1n;
+
 /** A value as an unsigned word of `width` bits (negative numbers wrap, as in C). */
 export function toWord(value: number | bigint, width: 32 | 64, what: string): bigint {
   if (typeof value === 'number') {
@@ -38,10 +43,11 @@ export function toWord(value: number | bigint, width: 32 | 64, what: string): bi
   } else if (typeof value !== 'bigint') {
     throw new InvalidArgumentError(`${what} must be a number or a bigint`);
   }
-  const min = -(1n << BigInt(width - 1));
-  const max = (1n << BigInt(width)) - 1n;
-  if (value < min || value > max) throw new ArgumentOutOfRangeError(`${what} ${value} does not fit in ${width} bits`);
-  return BigInt.asUintN(width, value);
+  if (value < (width === 64 ? MIN_64 : MIN_32) || value > (width === 64 ? MAX_64 : MAX_32)) {
+    throw new ArgumentOutOfRangeError(`${what} ${value} does not fit in ${width} bits`);
+  }
+  // Already a word (the common case): asUintN would allocate a new bigint.
+  return value >= 0n ? value : BigInt.asUintN(width, value);
 }
 
 /** UCX 1.13 computes fetching and/or/xor wrongly over shared memory (see fetchBitwiseByCompareAndSwap). */
@@ -65,8 +71,8 @@ export function postAtomic(
 ): Request<number | bigint | undefined> {
   const opcode = ATOMIC_OPS[op];
   const params = requests.params;
-  if (width === 64) params.atomicOperand.buffer.writeBigUInt64LE(operand, 0);
-  else params.atomicOperand.buffer.writeUInt32LE(Number(operand), 0);
+  if (width === 64) params.atomicOperandView.setBigUint64(0, operand, true);
+  else params.atomicOperandView.setUint32(0, Number(operand), true);
   let reply: Uint8Array | null = null;
   if (fetch) {
     // From Node's pooled slab, already off V8's heap: C writes into it without moving it first.
@@ -77,17 +83,17 @@ export function postAtomic(
       const expected = toWord(compare, width, 'compare');
       const view = new DataView(reply.buffer, reply.byteOffset, 8);
       if (width === 64) {
-        params.atomicOperand.buffer.writeBigUInt64LE(expected, 0);
+        params.atomicOperandView.setBigUint64(0, expected, true);
         view.setBigUint64(0, operand, true);
       } else {
-        params.atomicOperand.buffer.writeUInt32LE(Number(expected), 0);
+        params.atomicOperandView.setUint32(0, Number(expected), true);
         view.setUint32(0, Number(operand), true);
       }
     }
   }
   const block = params.atomic;
-  block.buffer.writeUInt32LE(width, REQ.datatype); // ucp_dt_make_contig(n) = n << 3: 32 for 4 bytes, 64 for 8
-  block.buffer.writeUInt32LE(fetch ? ATOMIC_FETCH_MASK : ATOMIC_POST_MASK, REQ.op_attr_mask);
+  block.setU32At(REQ.datatype, width); // ucp_dt_make_contig(n) = n << 3: 32 for 4 bytes, 64 for 8
+  block.setU32At(REQ.op_attr_mask, fetch ? ATOMIC_FETCH_MASK : ATOMIC_POST_MASK);
   const operandAddress = params.atomicOperand.address;
   if (reply === null) {
     return requests.void(
@@ -95,7 +101,7 @@ export function postAtomic(
     ) as Request<unknown> as Request<number | bigint | undefined>;
   }
   const kind = width === 64 ? ResultKind.Reply64 : ResultKind.Reply32;
-  block.buffer.writeBigUInt64LE(addressOf(reply), REQ.reply_buffer);
+  block.setU64At(REQ.reply_buffer, addressOf(reply));
   const request = requests.open<number | bigint | undefined>(block, kind, ATOMIC_LABEL[op], reply);
   request[kReply] = reply;
   requests.track(request, block, ucx().ucp_atomic_op_nbx(ep, opcode, operandAddress, 1, address, rkey, block.address));

@@ -21,22 +21,35 @@ export class ParamBlock {
    * UCX path completes inline), so the request it frees must outlive the call: see beginPost.
    */
   readonly bracketed: boolean;
+  /** Per-operation fields go through a DataView: Buffer.writeUInt32LE checks its arguments each call. */
+  readonly #view: DataView;
 
   constructor(opAttrMask: number, bracketed: boolean, fill: (struct: StructBuffer<keyof typeof layouts.ucp_request_param_t.offsets>) => void) {
     this.struct.setU32('op_attr_mask', opAttrMask);
     fill(this.struct);
     this.address = this.struct.address;
     this.bracketed = bracketed;
+    this.#view = new DataView(this.buffer.buffer, this.buffer.byteOffset, this.buffer.byteLength);
   }
 
-  /** Writes the operation's slot id into `user_data`. */
+  /** Writes the operation's slot id into `user_data` (its low half: ids are small). */
   setId(id: number): void {
-    this.buffer.writeUInt32LE(id, USER_DATA);
+    this.#view.setUint32(USER_DATA, id, true);
   }
 
   /** Writes the per-call `flags` (blocks whose mask has UCP_OP_ATTR_FIELD_FLAGS). */
   setFlags(flags: number): void {
-    this.buffer.writeUInt32LE(flags, FLAGS);
+    this.#view.setUint32(FLAGS, flags, true);
+  }
+
+  /** Writes a 32-bit field at a byte offset (the per-call fields of an atomic). */
+  setU32At(offset: number, value: number): void {
+    this.#view.setUint32(offset, value, true);
+  }
+
+  /** Writes a 64-bit field at a byte offset. */
+  setU64At(offset: number, value: bigint): void {
+    this.#view.setBigUint64(offset, value, true);
   }
 }
 
@@ -62,6 +75,7 @@ export class ParamBlocks {
   /** Atomics (datatype and reply buffer per call); UCX reads the operand when the operation is posted. */
   readonly atomic: ParamBlock;
   readonly atomicOperand = new OutCell();
+  readonly atomicOperandView = new DataView(this.atomicOperand.buffer.buffer, this.atomicOperand.buffer.byteOffset, 8);
   /** ucp_ep_close_nbx (flags per call). */
   readonly close: ParamBlock;
   readonly amHandler = new StructBuffer(layouts.ucp_am_handler_param_t);

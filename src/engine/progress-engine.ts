@@ -44,6 +44,16 @@ const SLICE_MS = 0.2;
 /** Polling steps between two clock reads (a power of two). */
 const STEPS_PER_CHECK = 8;
 /**
+ * Once QUIET_STEPS steps in a row found nothing, a step makes up to EMPTY_CALLS_PER_STEP progress calls
+ * in a row while they find nothing, before it queues the next step: each queued step allocates a
+ * Promise reaction, and one per call (~40 ns) made garbage fast enough for V8 to scavenge every few
+ * hundred operations (docs/performance.md). A call that finds work ends the step at once, and the
+ * steps right after one that found work make one call each, so that code awaiting a completion (a few
+ * microtask hops) runs and posts its next operation without waiting for a batch of calls.
+ */
+const EMPTY_CALLS_PER_STEP = 32;
+const QUIET_STEPS = 4;
+/**
  * Steps are queued as reactions to this settled Promise: one V8 microtask each. Node's `queueMicrotask`
  * wraps every callback in an AsyncResource and a bound function, which cost as much as the step itself.
  */
@@ -72,6 +82,8 @@ export class ProgressEngine {
   /** Steps taken, and whether one of them saw activity since the last clock read. */
   #steps = 0;
   #activeSinceCheck = false;
+  /** Steps in a row that found nothing. */
+  #quietSteps = 0;
   #watchdog: NodeJS.Timeout | undefined;
   #closed = false;
   #inProgress = false;
@@ -214,15 +226,21 @@ export class ProgressEngine {
 
   readonly #step = (): void => {
     if (this.#closed) return;
-    // One progress call per step (a drain would add a call that finds nothing), and the clock read every
-    // STEPS_PER_CHECK steps: both cost more than the step's other work.
-    const events = this.progressOne();
+    // Progress calls until one finds work (a drain would add a call that finds nothing), at most
+    // EMPTY_CALLS_PER_STEP, and the clock read every STEPS_PER_CHECK steps: both cost more than the
+    // step's other work.
+    let events = this.progressOne();
+    if (events === 0 && ++this.#quietSteps > QUIET_STEPS) {
+      for (let i = 1; events === 0 && i < EMPTY_CALLS_PER_STEP && !this.#closed; i++) events = this.progressOne();
+    }
+    if (events > 0) this.#quietSteps = 0;
     if (this.#closed) return;
     if (events > 0 || (this.mode === 'polling' && this.#hasInflight())) this.#activeSinceCheck = true;
     if ((++this.#steps & (STEPS_PER_CHECK - 1)) !== 0) {
       // After completions, the code awaiting them needs a few microtask hops (the Request's then, the
-      // await's continuation) before it posts its next operation: let those run first.
-      void RESOLVED.then(events > 0 ? this.#deferStep : this.#step);
+      // await's continuation) before it posts its next operation: the QUIET_STEPS steps that follow
+      // make one call each, so it posts between two of them.
+      void RESOLVED.then(this.#step);
       return;
     }
     const now = performance.now();
@@ -238,14 +256,6 @@ export class ProgressEngine {
     }
     if (now < this.#sliceEnd) void RESOLVED.then(this.#step);
     else setImmediate(this.#spin);
-  };
-
-  readonly #deferStep = (): void => {
-    void RESOLVED.then(this.#deferStep2);
-  };
-
-  readonly #deferStep2 = (): void => {
-    void RESOLVED.then(this.#step);
   };
 
   #onWake(): void {
