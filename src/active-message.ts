@@ -43,7 +43,15 @@ const RECV_PARAM = layouts.ucp_am_recv_param_t;
 /** The receive attributes ucxx-ts reads are all in the low 32 bits of `recv_attr`. */
 const ATTR_REPLY_EP = Number(K.UCP_AM_RECV_ATTR_FIELD_REPLY_EP);
 const ATTR_RNDV = Number(K.UCP_AM_RECV_ATTR_FLAG_RNDV);
-/** UCP carries AM ids in 16 bits. */
+/**
+ * UCP carries AM ids in 16 bits.
+ *
+ * @example
+ * ```ts
+ * if (!Number.isInteger(id) || id < 0 || id > AM_ID_MAX) throw new RangeError(`no such AM id: ${id}`);
+ * worker.setAmHandler(id, handler);
+ * ```
+ */
 export const AM_ID_MAX = 0xffff;
 /** Zero bytes, shared (nothing can be written into it). */
 const EMPTY = new Uint8Array(0);
@@ -100,7 +108,17 @@ function amCallbackAddress(): bigint {
   return amCallback;
 }
 
-/** One received active message. */
+/**
+ * One received active message.
+ *
+ * @example
+ * ```ts
+ * worker.setAmHandler(1, (msg: AmMessage) => {
+ *   if (!msg.rendezvous) return use(msg.header, msg.data);      // eager: the payload is here
+ *   msg.receive(new Uint8Array(msg.length)).then((data) => use(msg.header, data));
+ * });
+ * ```
+ */
 export class AmMessage {
   /** The AM id it was sent with. */
   readonly id: number;
@@ -147,8 +165,16 @@ export class AmMessage {
 
   /**
    * The payload. Eager: at once (copied into `buffer` when given). Rendezvous: fetched from the sender
-   * into `buffer` (or a new one), exactly once; a TypeError after it was received, rejected or released.
+   * into `buffer` (or a new one), exactly once; an InvalidStateError after it was received, rejected or released.
    * A `buffer` smaller than `length` is a RangeError.
+   *
+   * @example
+   * ```ts
+   * for await (const msg of worker.amMessages(3)) {
+   *   const data = await msg.receive();       // eager: a copy at once; rendezvous: fetched from the sender
+   *   console.log(msg.header, data.byteLength);
+   * }
+   * ```
    */
   receive(buffer?: BufferSource): Request<Uint8Array> {
     const target = buffer === undefined ? null : asBytes(buffer, 'AM receive buffer');
@@ -186,6 +212,14 @@ export class AmMessage {
    * Declines a rendezvous message without fetching its data. Called synchronously inside the handler,
    * `status` (default UCS_ERR_REJECTED) is what the sender's request fails with; later, UCX 1.13 can only
    * tell the sender "done". No effect on eager messages or after `receive()`.
+   *
+   * @example
+   * ```ts
+   * worker.setAmHandler(1, (msg) => {
+   *   if (msg.rendezvous && msg.length > 64 << 20) return msg.reject(); // the sender gets RejectedError
+   *   msg.receive().then((data) => store(data));
+   * });
+   * ```
    */
   reject(status: number = UCS_ERR_REJECTED): void {
     if (typeof status !== 'number') throw new InvalidArgumentError(`status must be a number, got ${typeof status}`);

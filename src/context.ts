@@ -1,13 +1,4 @@
-/**
- * A UCP context: the UCX library instance, its features and configuration; the factory of workers and
- * memory handles.
- *
- * ```ts
- * await using context = new Context({ config: { TLS: 'tcp,sm,self' } });
- * const worker = context.createWorker();
- * const region = context.createMemoryHandle(1 << 20);
- * ```
- */
+/** The UCP context (`ucp_context_h`): its options, features and the teardown of what it made. */
 import {
   kLiveHandle, kMdComponents, kMemoryHandleClosed, kPackedRkey, kPackedRkeyReference, kTeardownAtExit, kUnmap,
   kWorkerClosed,
@@ -23,7 +14,7 @@ import { MemoryHandle, type MemoryHandleOptions } from './memory-handle.js';
 import { parsePackedRkey } from './internal/packed-rkey.js';
 import { parseContextResources, parseMdComponents, type TransportResource } from './internal/context-info.js';
 import { describe, optionsObject, type BufferSource } from './internal/bytes.js';
-import { InvalidArgumentError, INTERNAL } from './internal/misuse-errors.js';
+import { ArgumentOutOfRangeError, InvalidArgumentError, INTERNAL } from './internal/misuse-errors.js';
 
 /** UCP features a context can enable. */
 export type Feature = 'tag' | 'stream' | 'am' | 'rma' | 'amo32' | 'amo64' | 'wakeup';
@@ -39,9 +30,30 @@ const FEATURE_BITS: Record<Feature, bigint> = {
   wakeup: K.UCP_FEATURE_WAKEUP,
 };
 
-/** Everything: tag, stream, active messages, RMA, 32/64-bit atomics and wakeup (event-driven progress). */
+/**
+ * Everything: tag, stream, active messages, RMA, 32/64-bit atomics and wakeup (event-driven progress).
+ *
+ * @example
+ * ```ts
+ * const context = new Context({ features: DEFAULT_FEATURES.filter((f) => f !== 'amo32' && f !== 'amo64') });
+ * console.log(context.features); // ['tag', 'stream', 'am', 'rma', 'wakeup']
+ * ```
+ */
 export const DEFAULT_FEATURES: readonly Feature[] = ['tag', 'stream', 'am', 'rma', 'amo32', 'amo64', 'wakeup'];
 
+/**
+ * Options of `new Context()`.
+ *
+ * @example
+ * ```ts
+ * const context = new Context({
+ *   features: ['tag', 'rma', 'wakeup'],
+ *   config: { TLS: 'tcp' },
+ *   name: 'server',
+ *   failureTimeout: 2000,
+ * });
+ * ```
+ */
 export interface ContextOptions {
   /** The UCP features to enable. Default: DEFAULT_FEATURES. */
   features?: readonly Feature[];
@@ -69,7 +81,15 @@ export interface ContextOptions {
   reuseAddress?: boolean;
 }
 
-/** The default of `ContextOptions.failureTimeout`, in ms. */
+/**
+ * The default of `ContextOptions.failureTimeout`, in ms.
+ *
+ * @example
+ * ```ts
+ * // notice a dead peer within 2 s instead of DEFAULT_FAILURE_TIMEOUT (10 s)
+ * const context = new Context({ failureTimeout: DEFAULT_FAILURE_TIMEOUT / 5 });
+ * ```
+ */
 export const DEFAULT_FAILURE_TIMEOUT = 10_000;
 
 /**
@@ -93,6 +113,17 @@ export function failureTimeoutSettings(timeoutMs: number): Record<string, string
   };
 }
 
+/**
+ * A UCP context: the UCX library instance, its features and configuration; the factory of workers and
+ * memory handles. Closing it closes everything it made, in UCX's order.
+ *
+ * @example
+ * ```ts
+ * await using context = new Context({ config: { TLS: 'tcp,sm,self' } });
+ * const worker = context.createWorker();
+ * const region = context.createMemoryHandle(1 << 20);
+ * ```
+ */
 export class Context {
   #handle: bigint | null;
   #config: bigint | null;
@@ -134,11 +165,11 @@ export class Context {
     this.#features = Object.freeze([...features]);
     const failureTimeout = options.failureTimeout ?? DEFAULT_FAILURE_TIMEOUT;
     if (typeof failureTimeout !== 'number' || !(failureTimeout >= 100)) {
-      throw new RangeError(`failureTimeout must be a number of ms >= 100 (or Infinity), got ${String(failureTimeout)}`);
+      throw new ArgumentOutOfRangeError(`failureTimeout must be a number of ms >= 100 (or Infinity), got ${String(failureTimeout)}`);
     }
     this.#failureTimeout = failureTimeout;
     const reuseAddress = options.reuseAddress ?? true;
-    if (typeof reuseAddress !== 'boolean') throw new TypeError('reuseAddress must be a boolean');
+    if (typeof reuseAddress !== 'boolean') throw new InvalidArgumentError('reuseAddress must be a boolean');
     const api = ucx();
     const configOut = new OutCell();
     check(api.ucp_config_read(null, null, configOut.reset()), 'ucp_config_read');
@@ -225,7 +256,14 @@ export class Context {
     return this.#closing !== undefined;
   }
 
-  /** The `ucp_context_h` handle. */
+  /**
+   * The `ucp_context_h` handle.
+   *
+   * @example
+   * ```ts
+   * const handle = context.getHandle(); // a ucp_context_h, for code that calls libucp itself
+   * ```
+   */
   getHandle(): bigint {
     return this[kLiveHandle]();
   }
@@ -233,6 +271,12 @@ export class Context {
   /**
    * The effective UCX configuration (environment and `config` applied), as option name (without the
    * `UCX_` prefix) to value.
+   *
+   * @example
+   * ```ts
+   * const context = new Context({ config: { TLS: 'tcp' } });
+   * console.log(context.getConfig()['TLS']); // 'tcp'
+   * ```
    */
   getConfig(): Record<string, string> {
     this[kLiveHandle]();
@@ -245,6 +289,7 @@ export class Context {
    * The transport resources UCX opened for this context (after `UCX_TLS`, `UCX_NET_DEVICES` and the
    * features), as `ucx_info -d` lists them for a C program.
    *
+   * @example
    * ```ts
    * for (const { transport, device } of context.getResources()) console.log(`${transport}/${device}`);
    * ```
@@ -257,6 +302,13 @@ export class Context {
   /**
    * Creates a worker. Default progress mode 'event' (no CPU when idle); 'polling' for the lowest
    * latency; 'manual' to call `worker.progress()` yourself.
+   *
+   * @example
+   * ```ts
+   * const worker = context.createWorker();                                // 'event': no CPU when idle
+   * const fast = context.createWorker({ progressMode: 'polling', busyPollUs: 200 });
+   * const manual = context.createWorker({ progressMode: 'manual' });     // call manual.progress() yourself
+   * ```
    */
   createWorker(options: WorkerOptions = {}): Worker {
     options = optionsObject(options, 'createWorker options');
@@ -270,6 +322,7 @@ export class Context {
    * Maps `size` bytes for remote access: UCX-allocated when `buffer` is omitted, else the first `size`
    * bytes of `buffer` (which the handle keeps alive).
    *
+   * @example
    * ```ts
    * const allocated = context.createMemoryHandle(64 << 20);
    * const registered = context.createMemoryHandle(4096, new Uint8Array(4096), { access: 'read' });
@@ -285,6 +338,17 @@ export class Context {
   /**
    * Closes the context and everything it owns, in UCX's order: workers (their requests, remote keys,
    * endpoints and listeners), memory handles, then the context itself. Idempotent.
+   *
+   * @example
+   * ```ts
+   * const context = new Context();
+   * try {
+   *   const worker = context.createWorker();
+   *   // ... connect, send, receive
+   * } finally {
+   *   await context.close(); // workers (their endpoints, listeners, requests), memory handles, then UCX
+   * }
+   * ```
    */
   close(): Promise<void> {
     this.#closing ??= this.#close();

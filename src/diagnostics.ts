@@ -35,7 +35,16 @@ export interface UcxxDiagnostics {
   relayThreads: number;
 }
 
-/** The calling thread's live object counts. */
+/**
+ * The calling thread's live object counts.
+ *
+ * @example
+ * ```ts
+ * await context.close();
+ * const leaks = Object.entries(getDiagnostics()).filter(([, count]) => count !== 0);
+ * assert.deepEqual(leaks, []); // e.g. [['endpoints', 1]] for an endpoint still open
+ * ```
+ */
 export function getDiagnostics(): UcxxDiagnostics {
   return {
     contexts: liveContextCount(),

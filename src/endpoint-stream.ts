@@ -29,6 +29,7 @@ export interface EndpointDuplexOptions {
 /**
  * A Node.js Duplex over the endpoint's UCP stream (see the module comment).
  *
+ * @example
  * ```ts
  * await pipeline(fs.createReadStream('big.bin'), createEndpointDuplex(endpoint));
  * ```

@@ -50,6 +50,15 @@ import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
 } from './internal/misuse-errors.js';
 
+/**
+ * Options of `endpoint.streamRecv()`.
+ *
+ * @example
+ * ```ts
+ * const header = new Uint8Array(16);
+ * await ep.streamRecv(header, { waitAll: true, signal: AbortSignal.timeout(1000) }); // all 16 bytes
+ * ```
+ */
 export interface StreamRecvOptions extends ReceiveOptions {
   /** Complete only when the buffer is full. Default false: complete with whatever arrived. */
   waitAll?: boolean;
@@ -65,6 +74,14 @@ export interface OperationOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * Options of the plain-UCP form of `endpoint.amSend(id, header, data, options)`.
+ *
+ * @example
+ * ```ts
+ * await ep.amSend(1, header, data, { protocol: 'rendezvous', reply: true });
+ * ```
+ */
 export interface AmSendOptions extends OperationOptions {
   /** 'eager', 'rendezvous', or 'auto' (default: UCX decides by size). */
   protocol?: 'auto' | 'eager' | 'rendezvous';
@@ -148,6 +165,7 @@ export interface EndpointEvents {
  * A connection to a remote worker: RMA, atomics, tag, stream and active messages, flush and close.
  * Made by `worker.connect()`, `worker.connectToAddress()` or a Listener.
  *
+ * @example
  * ```ts
  * const ep = await worker.connect('127.0.0.1', port);
  * await ep.memPut(data, remoteKey, 0);
@@ -297,7 +315,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   #closedByPeer = false;
 
-  /** The `ucp_ep_h` handle, for code that calls libucp itself. */
+  /**
+   * The `ucp_ep_h` handle, for code that calls libucp itself.
+   *
+   * @example
+   * ```ts
+   * const handle = ep.getHandle(); // a ucp_ep_h, for code that calls libucp itself
+   * ```
+   */
   getHandle(): bigint {
     return this[kLive]('use');
   }
@@ -310,6 +335,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * only (`tcp`, or RDMA where there is some), one on the same host can use shared memory (`sysv`,
    * `posix`, `cma`).
    *
+   * @example
    * ```ts
    * for (const { transport, device, usage } of ep.getTransports()) console.log(transport, device, usage);
    * // rdmacm  [ 'cm' ]                                    (connect()/listen(): the connection manager)
@@ -344,6 +370,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    *
    * Completion is local (the source may be reused); `flush()` makes the data visible at the target.
    *
+   * @example
    * ```ts
    * await ep.memPut(new Uint8Array([1, 2, 3]), key, 64);
    * await ep.flush();
@@ -358,6 +385,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   /**
    * Reads remote memory into `destination`; the same forms and checks as `memPut`.
    *
+   * @example
    * ```ts
    * const back = new Uint8Array(3);
    * await ep.memGet(back, key, 64);
@@ -409,6 +437,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * Sends a tag message: plain `ucp_tag_send_nbx`, no framing, so any UCP peer receives exactly these
    * bytes. A list of buffers is sent as one message (UCX iov). Completes when the buffers may be reused.
    *
+   * @example
    * ```ts
    * await ep.tagSend(Buffer.from('hi'), 7n);
    * await ep.tagSend([header, body], 8n);
@@ -421,6 +450,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   /**
    * Like `tagSend`, but completes only once the receiver has matched the message with a receive
    * (`ucp_tag_send_sync_nbx`).
+   *
+   * @example
+   * ```ts
+   * await ep.tagSendSync(Buffer.from('ready'), 5n); // resolves once the peer's receive has matched it
+   * ```
    */
   tagSendSync(buffer: BufferSource | readonly BufferSource[], tag: bigint | number, options?: OperationOptions): Request<void> {
     return this.#tagSend(buffer, tag, true, options);
@@ -459,6 +493,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   /**
    * Receives a tag message matching `tag` under `tagMask`. UCP matches tags per worker, not per endpoint
    * (as in ucxx): this is `worker.tagRecv` whose request is also cancelled when this endpoint closes.
+   *
+   * @example
+   * ```ts
+   * const buffer = new Uint8Array(4096);
+   * const { length } = await ep.tagRecv(buffer, 42n, undefined, { signal: AbortSignal.timeout(5000) });
+   * const message = buffer.subarray(0, length);
+   * ```
    */
   tagRecv(
     buffer: BufferSource | readonly BufferSource[], tag: bigint | number, tagMask: bigint | number = FULL_MASK,
@@ -473,6 +514,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * Sends bytes on the endpoint's stream (`ucp_stream_send_nbx`): an ordered byte stream with no
    * message boundaries, as TCP. Completes when the buffer may be reused. An empty buffer sends nothing
    * and completes at once.
+   *
+   * @example
+   * ```ts
+   * const header = Buffer.alloc(4);
+   * header.writeUInt32LE(body.byteLength);
+   * ep.streamSend(header);                 // bytes arrive in order: no need to wait in between
+   * await ep.streamSend(body);
+   * ```
    */
   streamSend(buffer: BufferSource, options?: OperationOptions): Request<void> {
     const ep = this[kLive]('streamSend');
@@ -493,6 +542,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * Receives stream bytes into `buffer`; resolves with how many arrived (at least 1). With
    * `waitAll: true` it completes only when the buffer is full.
    *
+   * @example
    * ```ts
    * const n = await ep.streamRecv(buffer);
    * ```
@@ -524,6 +574,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * The incoming stream as an async iterator of chunks (each a new Uint8Array of up to `chunkSize`
    * bytes), until the endpoint closes or `signal` aborts.
    *
+   * @example
    * ```ts
    * for await (const chunk of ep.streamChunks()) process(chunk);
    * ```
@@ -556,6 +607,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * - `amSend(data, options?)`: ucxx's form (src/ucxx-am.ts): AM id 0 with ucxx's header, so a ucxx
    *   peer's `amRecv()` (or the receiver callback named by `receiverCallbackInfo`) gets it.
    *
+   * @example
    * ```ts
    * await ep.amSend(1, Buffer.from('get-key'), null, { reply: true });
    * await ep.amSend(data, { userHeader: Buffer.from('meta'), receiverCallbackInfo: { owner: 'app', id: 1n } });
@@ -612,6 +664,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * receive's error (as ucxx's request status), or CanceledError when `signal` aborts or the endpoint
    * closes.
    *
+   * @example
    * ```ts
    * const { data, userHeader } = await ep.amRecv();
    * ```
@@ -626,6 +679,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * (or ours) receives them without knowing either in advance. At least one buffer. Completes when all
    * are sent.
    *
+   * @example
    * ```ts
    * await ep.tagMultiSend([meta, body, Buffer.alloc(0)], 7n);
    * ```
@@ -639,6 +693,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * ucxx; the receives are cancelled when this endpoint closes). Resolves with the frames; a malformed
    * header or frame is a UcxxHeaderFormatError.
    *
+   * @example
    * ```ts
    * const [meta, body] = await ep.tagMultiRecv(7n);
    * ```
@@ -654,6 +709,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * with the previous value (a bigint for 64 bits, a number for 32). 'cswap' stores `value` when the word
    * equals `options.compare`. A misaligned offset, or one outside the region, is a RangeError.
    *
+   * @example
    * ```ts
    * const before = await ep.atomic('add', key, 0, 1n, { fetch: true });
    * ```
@@ -682,12 +738,28 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     return request.completed ? request : this.#inFlight(request, true, signal);
   }
 
-  /** Atomically adds `value` and resolves with the previous value. */
+  /**
+   * Atomically adds `value` and resolves with the previous value.
+   *
+   * @example
+   * ```ts
+   * const ticket = await ep.fetchAdd(key, 0, 1n); // a 64-bit counter at offset 0: a bigint
+   * const hits = await ep.fetchAdd(key, 8, 1);    // a 32-bit one at offset 8: a number
+   * ```
+   */
   fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<number | bigint | undefined> {
     return this.atomic('add', remoteKey, offset, value, { ...options, fetch: true });
   }
 
-  /** Atomically stores `desired` if the word equals `expected`; resolves with the previous value. */
+  /**
+   * Atomically stores `desired` if the word equals `expected`; resolves with the previous value.
+   *
+   * @example
+   * ```ts
+   * const previous = await ep.compareAndSwap(key, 0, 0n, 1n); // take a lock word: 0 -> 1
+   * if (previous === 0n) console.log('locked');
+   * ```
+   */
   compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number | bigint, desired: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<number | bigint | undefined> {
     return this.atomic('cswap', remoteKey, offset, desired, { ...options, compare: expected });
   }
@@ -695,6 +767,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   /**
    * Orders RMA and atomics: those issued before the fence complete at their targets before those issued
    * after it. UCP 1.13 fences per worker, so this fences every endpoint of this worker.
+   *
+   * @example
+   * ```ts
+   * ep.memPut(payload, key, 64);
+   * ep.fence();                            // the payload lands before the flag
+   * ep.memPut(new Uint8Array([1]), key, 0);
+   * await ep.flush();
+   * ```
    */
   fence(): void {
     this[kLive]('fence');
@@ -704,6 +784,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   /**
    * Completes every outstanding operation on this endpoint, remotely too: after it, puts are visible
    * at the target and gets have their data.
+   *
+   * @example
+   * ```ts
+   * ep.memPut(data, key, 0);                               // completes locally
+   * await ep.flush({ signal: AbortSignal.timeout(5000) }); // now visible at the owner
+   * ```
    */
   flush(options?: OperationOptions): Request<void> {
     const ep = this[kLive]('flush');
@@ -849,6 +935,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * UCX refuses to force a NONE-mode endpoint). Operations still in flight then reject with
    * CanceledError. Waits at most `closeTimeout`. Idempotent.
    *
+   * @example
    * ```ts
    * await endpoint.close();
    * ```

@@ -26,7 +26,18 @@ export {
   InvalidArgumentError, ArgumentOutOfRangeError, InsufficientMemoryError, IllegalConstructorError, InvalidStateError,
 } from './internal/misuse-errors.js';
 
-/** A UCX operation failed with a UCS error status. */
+/**
+ * A UCX operation failed with a UCS error status.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await ep.flush();
+ * } catch (err) {
+ *   if (err instanceof UcxError) console.error(err.code, err.status); // e.g. 'UCS_ERR_CONNECTION_RESET' -25
+ * }
+ * ```
+ */
 export class UcxError extends Error {
   /** The class name: 'UcxError', or the status's subclass ('CanceledError', ...). */
   override name = 'UcxError';
@@ -67,57 +78,349 @@ function statusClass(status: number, className: string): UcxErrorClass {
   return cls;
 }
 
-/** No message was pending: `UCS_ERR_NO_MESSAGE`. */
+/**
+ * No message was pending: `UCS_ERR_NO_MESSAGE`.
+ *
+ * @example
+ * ```ts
+ * const err = errorFromStatus(-1);  // how every status maps to its class
+ * err instanceof NoMessageError;    // true; err.code === 'UCS_ERR_NO_MESSAGE'
+ * ```
+ */
 export const NoMessageError = statusClass(UCS_ERR_NO_MESSAGE, 'NoMessageError');
-/** UCX ran out of a resource for now (send queue, descriptors): `UCS_ERR_NO_RESOURCE`. */
+/**
+ * UCX ran out of a resource for now (send queue, descriptors): `UCS_ERR_NO_RESOURCE`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await ep.tagSend(data, 1n);
+ * } catch (err) {
+ *   if (err instanceof NoResourceError) setTimeout(retry, 10); // UCX's queues are full for now: try again
+ * }
+ * ```
+ */
 export const NoResourceError = statusClass(UCS_ERR_NO_RESOURCE, 'NoResourceError');
-/** An input/output error: `UCS_ERR_IO_ERROR`. */
+/**
+ * An input/output error: `UCS_ERR_IO_ERROR`.
+ *
+ * @example
+ * ```ts
+ * ep.on('error', (err) => {
+ *   if (err instanceof IoError) console.error(`I/O error on the connection to ${ep.peer}`);
+ * });
+ * ```
+ */
 export const IoError = statusClass(UCS_ERR_IO_ERROR, 'IoError');
-/** UCX could not allocate memory: `UCS_ERR_NO_MEMORY`. */
+/**
+ * UCX could not allocate memory: `UCS_ERR_NO_MEMORY`.
+ *
+ * @example
+ * ```ts
+ * const msg = await ep.amRecv();
+ * if (msg.error instanceof NoMemoryError) console.warn('a ucxx AM too large to allocate was dropped');
+ * ```
+ */
 export const NoMemoryError = statusClass(UCS_ERR_NO_MEMORY, 'NoMemoryError');
-/** UCX refused a parameter: `UCS_ERR_INVALID_PARAM`. */
+/**
+ * UCX refused a parameter: `UCS_ERR_INVALID_PARAM`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   ep = worker.connectToAddress(address, { errorHandling: 'peer' });
+ * } catch (err) {
+ *   if (err instanceof InvalidParamError) console.error('UCX refused the endpoint parameters:', err.message);
+ * }
+ * ```
+ */
 export const InvalidParamError = statusClass(UCS_ERR_INVALID_PARAM, 'InvalidParamError');
-/** The destination cannot be reached (in UCX 1.13 also: endpoints whose UCP features differ): `UCS_ERR_UNREACHABLE`. */
+/**
+ * The destination cannot be reached (in UCX 1.13 also: endpoints whose UCP features differ): `UCS_ERR_UNREACHABLE`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await ep.streamSend(data);
+ * } catch (err) {
+ *   // UCX 1.13 also says this when the two contexts' features differ: the message names the fix
+ *   if (err instanceof UnreachableError) console.error(err.message);
+ * }
+ * ```
+ */
 export const UnreachableError = statusClass(UCS_ERR_UNREACHABLE, 'UnreachableError');
-/** An address UCX does not accept: `UCS_ERR_INVALID_ADDR`. */
+/**
+ * An address UCX does not accept: `UCS_ERR_INVALID_ADDR`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   listener = worker.listen({ host: bindHost, port: 13337 });
+ * } catch (err) {
+ *   if ((err as UcxError).code === 'UCS_ERR_INVALID_ADDR') console.error(`cannot listen on ${bindHost}`);
+ * }
+ * ```
+ */
 export const InvalidAddressError = statusClass(UCS_ERR_INVALID_ADDR, 'InvalidAddressError');
-/** The operation is not implemented by this UCX: `UCS_ERR_NOT_IMPLEMENTED`. */
+/**
+ * The operation is not implemented by this UCX: `UCS_ERR_NOT_IMPLEMENTED`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await ep.atomic('xor', key, 0, 0xffn);
+ * } catch (err) {
+ *   if (err instanceof NotImplementedError) console.warn('no transport here implements it');
+ * }
+ * ```
+ */
 export const NotImplementedError = statusClass(UCS_ERR_NOT_IMPLEMENTED, 'NotImplementedError');
-/** The message was longer than the receive buffer (the message is consumed): `UCS_ERR_MESSAGE_TRUNCATED`. */
+/**
+ * The message was longer than the receive buffer (the message is consumed): `UCS_ERR_MESSAGE_TRUNCATED`.
+ *
+ * @example
+ * ```ts
+ * const small = new Uint8Array(16);
+ * try {
+ *   await worker.tagRecv(small, 7n);
+ * } catch (err) {
+ *   if (err instanceof MessageTruncatedError) console.warn('longer than 16 bytes: that message is gone');
+ * }
+ * ```
+ */
 export const MessageTruncatedError = statusClass(UCS_ERR_MESSAGE_TRUNCATED, 'MessageTruncatedError');
-/** No progress could be made: `UCS_ERR_NO_PROGRESS`. */
+/**
+ * No progress could be made: `UCS_ERR_NO_PROGRESS`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await worker.flush();
+ * } catch (err) {
+ *   if (err instanceof NoProgressError) await worker.close(); // UCX cannot move forward on this worker
+ * }
+ * ```
+ */
 export const NoProgressError = statusClass(UCS_ERR_NO_PROGRESS, 'NoProgressError');
-/** A buffer is too small for the operation: `UCS_ERR_BUFFER_TOO_SMALL`. */
+/**
+ * A buffer is too small for the operation: `UCS_ERR_BUFFER_TOO_SMALL`.
+ *
+ * @example
+ * ```ts
+ * const request = ep.memGet(destination, key, 0);
+ * request.catch((err: UcxError) => {
+ *   if (err.code === 'UCS_ERR_BUFFER_TOO_SMALL') console.error('UCX needed a larger buffer:', err.message);
+ * });
+ * ```
+ */
 export const BufferTooSmallError = statusClass(UCS_ERR_BUFFER_TOO_SMALL, 'BufferTooSmallError');
-/** No such element (for example an unknown configuration option): `UCS_ERR_NO_ELEM`. */
+/**
+ * No such element: `UCS_ERR_NO_ELEM`. (An unknown configuration option has this status too, but is
+ * raised as the more specific ConfigError.)
+ *
+ * @example
+ * ```ts
+ * try {
+ *   new Context({ config: { NO_SUCH_OPTION: 1 } });
+ * } catch (err) {
+ *   // a ConfigError carries this status but is not a NoElementError: compare the code
+ *   if ((err as UcxError).code === 'UCS_ERR_NO_ELEM') console.error((err as Error).message);
+ * }
+ * ```
+ */
 export const NoElementError = statusClass(UCS_ERR_NO_ELEM, 'NoElementError');
-/** Some of the connections failed: `UCS_ERR_SOME_CONNECTS_FAILED`. */
+/**
+ * Some of the connections failed: `UCS_ERR_SOME_CONNECTS_FAILED`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   ep = await worker.connect(host, port);
+ * } catch (err) {
+ *   if (err instanceof SomeConnectsFailedError) console.warn(`some lanes to ${host} failed:`, err.message);
+ * }
+ * ```
+ */
 export const SomeConnectsFailedError = statusClass(UCS_ERR_SOME_CONNECTS_FAILED, 'SomeConnectsFailedError');
-/** No device is available for the operation: `UCS_ERR_NO_DEVICE`. */
+/**
+ * No device is available for the operation: `UCS_ERR_NO_DEVICE`.
+ *
+ * @example
+ * ```ts
+ * let context: Context;
+ * try {
+ *   context = new Context({ config: { TLS: 'rc', NET_DEVICES: 'mlx5_0:1' } }); // RDMA only
+ * } catch (err) {
+ *   if (!(err instanceof NoDeviceError)) throw err;
+ *   context = new Context({ config: { TLS: 'tcp' } });                     // no such device here
+ * }
+ * ```
+ */
 export const NoDeviceError = statusClass(UCS_ERR_NO_DEVICE, 'NoDeviceError');
-/** The resource is busy: `UCS_ERR_BUSY`. */
+/**
+ * The resource is busy: `UCS_ERR_BUSY`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await ep.flush();
+ * } catch (err) {
+ *   if (err instanceof BusyError) setTimeout(() => ep.flush(), 100); // busy now: retry later
+ * }
+ * ```
+ */
 export const BusyError = statusClass(UCS_ERR_BUSY, 'BusyError');
-/** The operation was cancelled (`cancel()`, an `AbortSignal`, or its endpoint or worker closed): `UCS_ERR_CANCELED`. */
+/**
+ * The operation was cancelled (`cancel()`, an `AbortSignal`, or its endpoint or worker closed): `UCS_ERR_CANCELED`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await worker.tagRecv(buffer, 1n, undefined, { signal: AbortSignal.timeout(1000) });
+ * } catch (err) {
+ *   if (err instanceof CanceledError) console.log('no message within 1 s');
+ * }
+ * ```
+ */
 export const CanceledError = statusClass(UCS_ERR_CANCELED, 'CanceledError');
-/** A shared-memory segment could not be used: `UCS_ERR_SHMEM_SEGMENT`. */
+/**
+ * A shared-memory segment could not be used: `UCS_ERR_SHMEM_SEGMENT`.
+ *
+ * @example
+ * ```ts
+ * let region: MemoryHandle;
+ * try {
+ *   region = context.createMemoryHandle(size);                      // UCX-allocated: shared memory
+ * } catch (err) {
+ *   if (!(err instanceof ShmemSegmentError)) throw err;
+ *   region = context.createMemoryHandle(size, Buffer.alloc(size));  // registered memory instead
+ * }
+ * ```
+ */
 export const ShmemSegmentError = statusClass(UCS_ERR_SHMEM_SEGMENT, 'ShmemSegmentError');
-/** The object already exists: `UCS_ERR_ALREADY_EXISTS`. */
+/**
+ * The object already exists: `UCS_ERR_ALREADY_EXISTS`.
+ *
+ * @example
+ * ```ts
+ * worker.registerAmReceiverCallback({ owner: 'app', id: 1n }, onMessage);
+ * try {
+ *   worker.registerAmReceiverCallback({ owner: 'app', id: 1n }, other);
+ * } catch (err) {
+ *   if (err instanceof AlreadyExistsError) console.log(err.code); // 'UCS_ERR_ALREADY_EXISTS'
+ * }
+ * ```
+ */
 export const AlreadyExistsError = statusClass(UCS_ERR_ALREADY_EXISTS, 'AlreadyExistsError');
-/** A value is out of range: `UCS_ERR_OUT_OF_RANGE`. */
+/**
+ * A value is out of range: `UCS_ERR_OUT_OF_RANGE`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await ep.atomic('add', key, offset, 1n);
+ * } catch (err) {
+ *   if (err instanceof ArgumentOutOfRangeError) throw err; // ucxx-ts refused it before UCX saw it
+ *   if (err instanceof OutOfRangeError) console.error('UCX itself said UCS_ERR_OUT_OF_RANGE');
+ * }
+ * ```
+ */
 export const OutOfRangeError = statusClass(UCS_ERR_OUT_OF_RANGE, 'OutOfRangeError');
-/** The operation did not finish in time: `UCS_ERR_TIMED_OUT`. */
+/**
+ * The operation did not finish in time: `UCS_ERR_TIMED_OUT`.
+ *
+ * @example
+ * ```ts
+ * const request = ep.tagSendSync(data, 1n);
+ * try {
+ *   worker.progressUntil(request, 100); // at most 100 ms of blocking progress
+ * } catch (err) {
+ *   if (err instanceof TimedOutError) request.cancel();
+ * }
+ * ```
+ */
 export const TimedOutError = statusClass(UCS_ERR_TIMED_OUT, 'TimedOutError');
-/** A limit was exceeded: `UCS_ERR_EXCEEDS_LIMIT`. */
+/**
+ * A limit was exceeded: `UCS_ERR_EXCEEDS_LIMIT`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await ep.amSend(1, header, data);
+ * } catch (err) {
+ *   if ((err as UcxError).code === 'UCS_ERR_EXCEEDS_LIMIT') console.error('over a UCX limit:', (err as Error).message);
+ * }
+ * ```
+ */
 export const ExceedsLimitError = statusClass(UCS_ERR_EXCEEDS_LIMIT, 'ExceedsLimitError');
-/** The operation is not supported here: `UCS_ERR_UNSUPPORTED`. */
+/**
+ * The operation is not supported here: `UCS_ERR_UNSUPPORTED`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   // announce CUDA memory (type 1) to a ucxx-ts receiver, which has host memory only
+ *   await ep.amSend(data, { memoryType: 1, memoryTypePolicy: 'errorOnUnsupported', protocol: 'rendezvous' });
+ * } catch (err) {
+ *   if (err instanceof UnsupportedError) console.warn('the receiver cannot take that memory type');
+ * }
+ * ```
+ */
 export const UnsupportedError = statusClass(UCS_ERR_UNSUPPORTED, 'UnsupportedError');
-/** The peer rejected the operation (for example a connection or an active message): `UCS_ERR_REJECTED`. */
+/**
+ * The peer rejected the operation (for example a connection or an active message): `UCS_ERR_REJECTED`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await ep.amSend(1, null, bigPayload, { protocol: 'rendezvous' });
+ * } catch (err) {
+ *   if (err instanceof RejectedError) console.warn('the receiver declined it (msg.reject())');
+ * }
+ * ```
+ */
 export const RejectedError = statusClass(UCS_ERR_REJECTED, 'RejectedError');
-/** There is no connection (a refused connect is the subclass ConnectionRefusedError): `UCS_ERR_NOT_CONNECTED`. */
+/**
+ * There is no connection (a refused connect is the subclass ConnectionRefusedError): `UCS_ERR_NOT_CONNECTED`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   ep = await worker.connect(host, port);
+ * } catch (err) {
+ *   if (err instanceof ConnectionRefusedError) console.log('nobody listens there'); // check the subclass first
+ *   else if (err instanceof NotConnectedError) console.log('not connected:', err.message);
+ * }
+ * ```
+ */
 export const NotConnectedError = statusClass(UCS_ERR_NOT_CONNECTED, 'NotConnectedError');
-/** The peer's connection closed while something waited on it: `UCS_ERR_CONNECTION_RESET`. */
+/**
+ * The peer's connection closed while something waited on it: `UCS_ERR_CONNECTION_RESET`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await ep.tagSendSync(data, 1n);
+ * } catch (err) {
+ *   if (err instanceof ConnectionResetError) console.warn(`${ep.peer} went away before receiving it`);
+ * }
+ * ```
+ */
 export const ConnectionResetError = statusClass(UCS_ERR_CONNECTION_RESET, 'ConnectionResetError');
-/** The peer stopped answering (UCX's timers, or `failureTimeout`): `UCS_ERR_ENDPOINT_TIMEOUT`. */
+/**
+ * The peer stopped answering (UCX's timers, or `failureTimeout`): `UCS_ERR_ENDPOINT_TIMEOUT`.
+ *
+ * @example
+ * ```ts
+ * const context = new Context({ failureTimeout: 2000 });
+ * // ...
+ * try {
+ *   await ep.memGet(buffer, key, 0);
+ * } catch (err) {
+ *   if (err instanceof EndpointTimeoutError) console.warn('the peer has not answered for 2 s');
+ * }
+ * ```
+ */
 export const EndpointTimeoutError = statusClass(UCS_ERR_ENDPOINT_TIMEOUT, 'EndpointTimeoutError');
 
 /** An instance of {@link NoMessageError}. */
@@ -141,23 +444,50 @@ export type TimedOutError = InstanceType<typeof TimedOutError>;
 
 
 
-/** The error for a UCS status: the subclass for that status, or a plain UcxError. */
+/**
+ * The error for a UCS status: the subclass for that status, or a plain UcxError.
+ *
+ * @example
+ * ```ts
+ * const err = errorFromStatus(-16, 'my operation'); // 'my operation: UCS_ERR_CANCELED (-16)'
+ * err instanceof CanceledError;                     // true: the status's own class
+ * errorFromStatus(-42) instanceof UcxError;         // true: a plain UcxError where no class is defined
+ * ```
+ */
 export function errorFromStatus(status: number, message?: string): UcxError {
   if (typeof status !== 'number') throw new InvalidArgumentError(`status must be a number (a ucs_status_t), got ${show(status)}`);
   const cls = BY_STATUS.get(status);
   return cls === undefined ? new UcxError(status, message) : new cls(message);
 }
 
-/** Throws the error for `status` unless it is UCS_OK. */
+/**
+ * Throws the error for `status` unless it is UCS_OK.
+ *
+ * @example
+ * ```ts
+ * check(0, 'ucp_worker_fence');  // UCS_OK: nothing happens
+ * check(-3, 'my_ucp_call');      // throws an IoError: 'my_ucp_call: UCS_ERR_IO_ERROR (-3)'
+ * ```
+ */
 export function check(status: number, what: string): void {
   if (typeof status !== 'number') throw new InvalidArgumentError(`status must be a number (a ucs_status_t), got ${show(status)}`);
   if (status !== 0) throw errorFromStatus(status, what);
 }
 
 /**
- * `worker.connect()` found nobody listening at the address (UCX reports UCS_ERR_NOT_CONNECTED or
- * UCS_ERR_UNREACHABLE for a refused TCP connection, or UCS_ERR_REJECTED when the listener rejects it).
- * A NotConnectedError (status -24) whatever UCX said, with UCX's own status in `ucxStatus`.
+ * `worker.connect()` found nobody listening at the address (UCX reports UCS_ERR_NOT_CONNECTED for a
+ * refused TCP connection, or UCS_ERR_REJECTED when the listener rejects it). A NotConnectedError
+ * (status -24) whatever UCX said, with UCX's own status in `ucxStatus`.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   ep = await worker.connect('127.0.0.1', 13337);
+ * } catch (err) {
+ *   if (!(err instanceof ConnectionRefusedError)) throw err;
+ *   console.log(`nobody listens at ${err.address} yet`); // err.code is 'UCS_ERR_NOT_CONNECTED'
+ * }
+ * ```
  */
 export class ConnectionRefusedError extends NotConnectedError {
   /** The status UCX reported. */
@@ -172,7 +502,19 @@ export class ConnectionRefusedError extends NotConnectedError {
   }
 }
 
-/** An object was used after `close()` (or after its parent closed). */
+/**
+ * An object was used after `close()` (or after its parent closed).
+ *
+ * @example
+ * ```ts
+ * await ep.close();
+ * try {
+ *   ep.tagSend(data, 1n); // throws at once
+ * } catch (err) {
+ *   if (err instanceof ClosedError) console.log(err.code, err.cause); // 'UCXX_ERR_CLOSED', the peer's failure if any
+ * }
+ * ```
+ */
 export class ClosedError extends Error {
   /** Always 'ClosedError'. */
   override readonly name = 'ClosedError';
@@ -187,6 +529,17 @@ export class ClosedError extends Error {
  * An RMA operation that the remote key's access rights do not allow (a put through a key exported
  * read-only, a get through a write-only one). UCX 1.13 does not enforce these rights on its shared-memory
  * and TCP transports, so ucxx-ts checks them itself for keys that carry them.
+ *
+ * @example
+ * ```ts
+ * // the owner exported the region with context.createMemoryHandle(size, buffer, { access: 'read' })
+ * const key = createRemoteKeyFromSerialized(ep, keyBytes);
+ * try {
+ *   ep.memPut(data, key, 0);
+ * } catch (err) {
+ *   if (err instanceof RemoteAccessError) await ep.memGet(data, key, 0); // reads are allowed
+ * }
+ * ```
  */
 export class RemoteAccessError extends Error {
   /** Always 'RemoteAccessError'. */
@@ -195,7 +548,18 @@ export class RemoteAccessError extends Error {
   readonly code = 'UCXX_ERR_REMOTE_ACCESS';
 }
 
-/** An option given to ucp_config_modify that this UCX does not know, or a value it refuses. */
+/**
+ * An option given to ucp_config_modify that this UCX does not know, or a value it refuses.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   new Context({ config: { TSL: 'tcp' } }); // a typo for TLS
+ * } catch (err) {
+ *   if (err instanceof ConfigError) console.error(`UCX has no option ${err.option}`);
+ * }
+ * ```
+ */
 export class ConfigError extends UcxError {
   /** Always 'ConfigError'. */
   override name = 'ConfigError';

@@ -39,7 +39,15 @@ export { getDiagnostics, type UcxxDiagnostics } from './diagnostics.js';
 
 import { ucpVersion } from './ffi/index.js';
 
-/** The version of the libucp that was loaded, e.g. [1, 13, 1]. */
+/**
+ * The version of the libucp that was loaded, e.g. [1, 13, 1].
+ *
+ * @example
+ * ```ts
+ * const [major, minor] = getUcxVersion();
+ * console.log(`UCX ${getUcxVersion().join('.')}`); // e.g. 'UCX 1.13.1'
+ * ```
+ */
 export function getUcxVersion(): [number, number, number] {
   return ucpVersion();
 }

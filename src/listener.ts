@@ -75,6 +75,7 @@ export function isOwnListenerPort(port: number): boolean {
  * Accepts connections on a socket address; each becomes an Endpoint, handed to the callback given to
  * `worker.listen()` and to the async iterator. Made by `worker.listen()`.
  *
+ * @example
  * ```ts
  * const listener = worker.listen({ port: 13337 });
  * for await (const ep of listener) serve(ep);
@@ -162,7 +163,14 @@ export class Listener implements AsyncIterable<Endpoint> {
     return this.#handle === null;
   }
 
-  /** The `ucp_listener_h` handle. */
+  /**
+   * The `ucp_listener_h` handle.
+   *
+   * @example
+   * ```ts
+   * const handle = listener.getHandle(); // a ucp_listener_h, for code that calls libucp itself
+   * ```
+   */
   getHandle(): bigint {
     if (this.#handle === null) throw new ClosedError('the Listener');
     return this.#handle;
@@ -248,6 +256,7 @@ export class Listener implements AsyncIterable<Endpoint> {
    * Stops accepting connections (established endpoints stay open); a client connecting from now on is
    * refused. Idempotent.
    *
+   * @example
    * ```ts
    * listener.close();
    * ```

@@ -32,7 +32,7 @@ import { liveCounts } from './internal/live-counts.js';
 /** What a remote key for the region allows its holder to do. */
 export type MemoryAccess = 'read' | 'write' | 'read-write';
 
-/** Options of `context.createMemoryHandle()` and `context.registerMemory()`. */
+/** Options of `context.createMemoryHandle()`. */
 export interface MemoryHandleOptions {
   /** Remote access rights, mapped to UCX protection flags. Default 'read-write'. */
   access?: MemoryAccess;
@@ -78,6 +78,7 @@ const viewRegistry = new FinalizationRegistry<Mapping>((mapping) => {
  * Memory that peers can reach with RMA: allocated by UCX or registered from your buffer. Made by the
  * Context; `createRemoteKey()` makes the key a peer needs.
  *
+ * @example
  * ```ts
  * const region = context.createMemoryHandle(1 << 20);
  * await ep.tagSend(region.createRemoteKey().serialize(), 1n);
@@ -143,23 +144,53 @@ export class MemoryHandle {
     this.#allocated = buffer === undefined || buffer === null;
   }
 
-  /** The `ucp_mem_h` handle. */
+  /**
+   * The `ucp_mem_h` handle.
+   *
+   * @example
+   * ```ts
+   * const memh = region.getHandle(); // a ucp_mem_h, for code that calls libucp itself
+   * ```
+   */
   getHandle(): bigint {
     this.#live();
     return this.#mapping.memh;
   }
 
-  /** The region's size in bytes. */
+  /**
+   * The region's size in bytes.
+   *
+   * @example
+   * ```ts
+   * const region = context.createMemoryHandle(4096, Buffer.alloc(8192));
+   * region.getSize(); // 4096: the first 4096 bytes of the buffer are registered
+   * ```
+   */
   getSize(): number {
     return this.#size;
   }
 
-  /** The region's first byte's address in this process. */
+  /**
+   * The region's first byte's address in this process.
+   *
+   * @example
+   * ```ts
+   * const region = context.createMemoryHandle(1 << 20);
+   * console.log(`0x${region.getBaseAddress().toString(16)}`); // where the region starts in this process
+   * ```
+   */
   getBaseAddress(): bigint {
     return this.#base;
   }
 
-  /** The region's `ucs_memory_type_t` (0 = host). */
+  /**
+   * The region's `ucs_memory_type_t` (0 = host).
+   *
+   * @example
+   * ```ts
+   * const kind = region.getMemoryType() === 0 ? 'host' : `memory type ${region.getMemoryType()}`;
+   * ```
+   */
   getMemoryType(): number {
     return this.#memoryType;
   }
@@ -182,6 +213,15 @@ export class MemoryHandle {
   /**
    * A Uint8Array over the region. For UCX-allocated memory the region stays mapped until the handle is
    * closed and this view is garbage-collected, so touching a view after `close()` never crashes.
+   *
+   * @example
+   * ```ts
+   * const region = context.createMemoryHandle(1 << 20);
+   * const memory = region.view();
+   * memory.fill(0);
+   * // ... once a peer has put and flushed:
+   * console.log(Buffer.from(memory.subarray(4096, 4116)).toString());
+   * ```
    */
   view(): Uint8Array {
     this.#live();
@@ -198,6 +238,12 @@ export class MemoryHandle {
   /**
    * Packs a remote key for this region (the same as `createRemoteKeyFromMemoryHandle(this)`); its
    * `serialize()` gives the bytes to send to a peer.
+   *
+   * @example
+   * ```ts
+   * const key = region.createRemoteKey();
+   * await ep.tagSend(key.serialize(), 1n); // the peer unpacks it with createRemoteKeyFromSerialized
+   * ```
    */
   createRemoteKey(): RemoteKey {
     this.#live();
@@ -224,6 +270,13 @@ export class MemoryHandle {
   /**
    * Unregisters the region (deferred while a view of UCX-allocated memory is still reachable). Remote
    * keys already sent stay usable by peers until then, as in UCX. Idempotent.
+   *
+   * @example
+   * ```ts
+   * const region = context.createMemoryHandle(1 << 20);
+   * // ... peers done
+   * region.close(); // to cut off peers that still hold its key, close their endpoints too
+   * ```
    */
   close(): void {
     if (this.#closed) return;

@@ -42,6 +42,7 @@ export type { RemoteKeyAccess } from './internal/serialized-remote-key.js';
  * The key to a remote region: packed by its owner, serialized to travel (ucxx's format), unpacked on
  * an endpoint here. RMA through it is checked against the region's bounds and access.
  *
+ * @example
  * ```ts
  * const key = createRemoteKeyFromSerialized(ep, bytes);
  * await ep.memGet(buffer, key, 0);
@@ -107,18 +108,43 @@ export class RemoteKey {
     return key;
   }
 
-  /** The unpacked `ucp_rkey_h` (null for a key packed locally from a MemoryHandle, as in ucxx). */
+  /**
+   * The unpacked `ucp_rkey_h` (null for a key packed locally from a MemoryHandle, as in ucxx).
+   *
+   * @example
+   * ```ts
+   * const key = createRemoteKeyFromSerialized(ep, bytes);
+   * // ucxx's raw form: address and handle, no bounds or access check
+   * await ep.memPut(data, key.getBaseAddress() + 64n, key.getHandle()!);
+   * ```
+   */
   getHandle(): bigint | null {
     this.#live();
     return this.#rkey;
   }
 
-  /** The size of the remote region in bytes. */
+  /**
+   * The size of the remote region in bytes.
+   *
+   * @example
+   * ```ts
+   * const whole = new Uint8Array(key.getSize());
+   * await ep.memGet(whole, key); // the whole remote region
+   * ```
+   */
   getSize(): number {
     return Number(this.#size);
   }
 
-  /** The remote region's base address (in the owner's address space). */
+  /**
+   * The remote region's base address (in the owner's address space).
+   *
+   * @example
+   * ```ts
+   * const address = key.getBaseAddress() + 128n; // offset 128, in the owner's address space
+   * await ep.memGet(buffer, address, key.getHandle()!);
+   * ```
+   */
   getBaseAddress(): bigint {
     return this.#base;
   }
@@ -141,6 +167,12 @@ export class RemoteKey {
   /**
    * The key in ucxx's serialized format (checksum, packed rkey, base address, size) followed by an
    * ucxx-ts access trailer that ucxx ignores.
+   *
+   * @example
+   * ```ts
+   * const bytes = region.createRemoteKey().serialize();
+   * await ep.tagSend(bytes, 1n); // ucxx C++ peers read it too
+   * ```
    */
   serialize(): Uint8Array {
     this.#live();
@@ -149,7 +181,19 @@ export class RemoteKey {
     });
   }
 
-  /** Releases the unpacked key (`ucp_rkey_destroy`). Idempotent; done automatically when its endpoint closes. */
+  /**
+   * Releases the unpacked key (`ucp_rkey_destroy`). Idempotent; done automatically when its endpoint closes.
+   *
+   * @example
+   * ```ts
+   * const key = createRemoteKeyFromSerialized(ep, bytes);
+   * try {
+   *   await ep.memGet(buffer, key, 0);
+   * } finally {
+   *   key.close(); // or `using key = ...`
+   * }
+   * ```
+   */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
@@ -218,6 +262,7 @@ export class RemoteKey {
 /**
  * Packs a remote key for a memory handle (ucxx's name; the same as `memoryHandle.createRemoteKey()`).
  *
+ * @example
  * ```ts
  * const bytes = createRemoteKeyFromMemoryHandle(region).serialize();
  * ```
@@ -231,6 +276,7 @@ export function createRemoteKeyFromMemoryHandle(memoryHandle: MemoryHandle): Rem
  * Rebuilds a serialized remote key on an endpoint to the memory's owner. Rejects malformed input with
  * RemoteKeyFormatError (and a non-buffer with TypeError) before anything reaches UCX.
  *
+ * @example
  * ```ts
  * const key = createRemoteKeyFromSerialized(endpoint, bytesFromPeer);
  * ```

@@ -62,6 +62,7 @@ export type AnyRequest = Request<any>;
  * A non-blocking operation: await it (or its `promise`), read `completed`/`status`/`value`, or
  * `cancel()` it.
  *
+ * @example
  * ```ts
  * const request = ep.memPut(data, key);
  * if (!request.completed) await request.promise;
@@ -175,6 +176,19 @@ export class Request<T = void> implements PromiseLike<T> {
    * the background (or drops them when the endpoint closes). Their buffers stay referenced until then,
    * and the operation may still take effect at the peer: do not reuse a memGet destination or an atomic
    * target for something else before a later flush. No effect on a completed request.
+   *
+   * @example
+   * ```ts
+   * const request = worker.tagRecv(buffer, 9n);
+   * const timer = setTimeout(() => request.cancel(), 1000);
+   * try {
+   *   await request;
+   * } catch (err) {
+   *   if ((err as UcxError).code === 'UCS_ERR_CANCELED') console.log('nothing within 1 s');
+   * } finally {
+   *   clearTimeout(timer);
+   * }
+   * ```
    */
   cancel(): void {
     if (this.completed) return;
@@ -210,6 +224,14 @@ export class Request<T = void> implements PromiseLike<T> {
     return this.#getPromise();
   }
 
+  /**
+   * What makes a Request awaitable (PromiseLike): `then` of its `promise`.
+   *
+   * @example
+   * ```ts
+   * ep.tagSend(data, 1n).then(() => console.log('sent'), (err) => console.error('send failed', err));
+   * ```
+   */
   then<R1 = T, R2 = never>(
     onfulfilled?: ((value: T) => R1 | PromiseLike<R1>) | null,
     onrejected?: ((reason: any) => R2 | PromiseLike<R2>) | null,
@@ -217,7 +239,14 @@ export class Request<T = void> implements PromiseLike<T> {
     return this.#getPromise().then(onfulfilled, onrejected);
   }
 
-  /** The same as awaiting the request and catching. */
+  /**
+   * The same as awaiting the request and catching.
+   *
+   * @example
+   * ```ts
+   * ep.memPut(data, key).catch((err) => console.error('put failed', err)); // fire and forget, but not silently
+   * ```
+   */
   catch<R = never>(onrejected?: ((reason: any) => R | PromiseLike<R>) | null): Promise<T | R> {
     return this.#getPromise().catch(onrejected);
   }

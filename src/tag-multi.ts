@@ -26,6 +26,14 @@ import type { ReceiveOptions, Worker } from './worker.js';
 import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL } from './internal/misuse-errors.js';
 
 
+/**
+ * Options of `worker.tagMultiRecv()` and `endpoint.tagMultiRecv()`.
+ *
+ * @example
+ * ```ts
+ * const frames = await ep.tagMultiRecv(7n, undefined, { maxFrames: 16, maxBytes: 64 << 20, cudaFrames: 'host' });
+ * ```
+ */
 export interface TagMultiRecvOptions extends ReceiveOptions {
   /**
    * Frames the sender marked as CUDA memory: 'error' (default, as ucxx built without CUDA) receives

@@ -31,7 +31,15 @@ import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
 } from './internal/misuse-errors.js';
 
-/** The UCP AM id ucxx sends and receives its active messages on. */
+/**
+ * The UCP AM id ucxx sends and receives its active messages on.
+ *
+ * @example
+ * ```ts
+ * // hand AM id 0 to plain UCP active messages (ucxx's amRecv() then receives nothing)
+ * worker.setAmHandler(UCXX_AM_ID, (msg) => console.log('plain AM on id 0:', msg.length, 'bytes'));
+ * ```
+ */
 export const UCXX_AM_ID = 0;
 const HOST = 0;
 
@@ -49,7 +57,16 @@ export interface UcxxAmSendOptions {
   protocol?: 'auto' | 'eager' | 'rendezvous';
 }
 
-/** One ucxx active message received (by `endpoint.amRecv()` or a receiver callback). */
+/**
+ * One ucxx active message received (by `endpoint.amRecv()` or a receiver callback).
+ *
+ * @example
+ * ```ts
+ * const msg = await ep.amRecv();
+ * if (msg.error !== null) throw msg.error;   // the receive failed (as ucxx's request status)
+ * console.log(msg.userHeader, msg.data);
+ * ```
+ */
 export class UcxxAmMessage {
   /** The payload (host memory; empty when the receive failed). Eager payloads up to 16 KiB share slabs. */
   readonly data: Uint8Array;

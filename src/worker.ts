@@ -119,6 +119,7 @@ function connectFailureHint(
  * A UCP worker: the progress engine and communication context of one thread, the owner of its
  * listeners and endpoints, and where tag messages and active messages are matched.
  *
+ * @example
  * ```ts
  * const worker = context.createWorker({ progressMode: 'polling' });
  * const ep = await worker.connect('127.0.0.1', 13337);
@@ -213,7 +214,14 @@ export class Worker {
     return this.#closing !== undefined;
   }
 
-  /** The `ucp_worker_h` handle, for code that calls libucp itself. */
+  /**
+   * The `ucp_worker_h` handle, for code that calls libucp itself.
+   *
+   * @example
+   * ```ts
+   * const handle = worker.getHandle(); // a ucp_worker_h, for code that calls libucp itself
+   * ```
+   */
   getHandle(): bigint {
     return this[kLive]('Worker');
   }
@@ -221,6 +229,13 @@ export class Worker {
   /**
    * Progresses the worker until UCX has nothing more to do right now; returns the number of events
    * processed. Required in 'manual' mode, harmless in the others.
+   *
+   * @example
+   * ```ts
+   * const worker = context.createWorker({ progressMode: 'manual' });
+   * const request = worker.tagRecv(buffer, 1n);
+   * while (!request.completed) worker.progress();
+   * ```
    */
   progress(): number {
     this[kLive]('Worker');
@@ -232,6 +247,7 @@ export class Worker {
    * latency there is (no event-loop round trip per operation), for code that owns its thread, such as a
    * benchmark or a compute loop. Throws TimedOutError after `timeoutMs` (default: no limit).
    *
+   * @example
    * ```ts
    * const req = endpoint.memPut(data, key);
    * if (!req.completed) worker.progressUntil(req);
@@ -268,6 +284,7 @@ export class Worker {
   /**
    * The worker's address: the bytes a peer passes to `connectToAddress()`.
    *
+   * @example
    * ```ts
    * const address = worker.getAddress(); // send it to the peer by any means
    * ```
@@ -288,6 +305,7 @@ export class Worker {
   /**
    * Completes every outstanding operation of this worker, remotely too (RMA becomes visible at targets).
    *
+   * @example
    * ```ts
    * endpoint.memPut(data, key);
    * await worker.flush();
@@ -302,7 +320,17 @@ export class Worker {
     return request;
   }
 
-  /** Orders all RMA/atomic operations issued before it before those issued after, on every endpoint. */
+  /**
+   * Orders all RMA/atomic operations issued before it before those issued after, on every endpoint.
+   *
+   * @example
+   * ```ts
+   * endpoint.memPut(payload, key, 64);
+   * worker.fence();                            // the payload lands before the flag
+   * endpoint.memPut(new Uint8Array([1]), key, 0);
+   * await worker.flush();
+   * ```
+   */
   fence(): void {
     check(ucx().ucp_worker_fence(this[kLive]('Worker')), 'ucp_worker_fence');
   }
@@ -313,6 +341,7 @@ export class Worker {
    * the buffer rejects with MessageTruncatedError and is consumed. A list of buffers receives into them in
    * order (UCX iov). `signal` cancels the receive (CanceledError).
    *
+   * @example
    * ```ts
    * const { length, senderTag } = await worker.tagRecv(buffer, 42n);
    * const parts = await worker.tagRecv([header, body], 43n, undefined, { signal: AbortSignal.timeout(1000) });
@@ -368,6 +397,7 @@ export class Worker {
    * received with the returned `receive(buffer)`: this is how to receive a message whose size you do not
    * know in advance.
    *
+   * @example
    * ```ts
    * const probe = worker.tagProbe(7n, undefined, { remove: true });
    * if (probe) {
@@ -413,6 +443,7 @@ export class Worker {
    * Handles active messages with this `id` (any endpoint): `handler` gets each message once UCX has
    * it. Replaces a previous handler or `amMessages` iterator; `null` removes it.
    *
+   * @example
    * ```ts
    * worker.setAmHandler(1, async (msg) => {
    *   const data = await msg.receive();              // eager: at once; rendezvous: fetched now
@@ -429,6 +460,7 @@ export class Worker {
    * The active messages with this `id`, as an async iterator (instead of a handler). Messages that
    * arrive while nobody is iterating wait in a queue.
    *
+   * @example
    * ```ts
    * for await (const msg of worker.amMessages(1)) console.log(msg.header, await msg.receive());
    * ```
@@ -443,6 +475,7 @@ export class Worker {
    * Receives one ucxx tagMulti message from any endpoint (ucxx's framing: see src/tag-multi.ts): the
    * frames, as many and as large as the sender's headers announce (within `maxFrames`/`maxBytes`).
    *
+   * @example
    * ```ts
    * const frames = await worker.tagMultiRecv(7n);
    * ```
@@ -456,6 +489,7 @@ export class Worker {
    * instead of their endpoint's `amRecv()` queue, as ucxx's `registerAmReceiverCallback`. The owner
    * 'ucxx' is reserved; registering an owner/id twice is an AlreadyExistsError.
    *
+   * @example
    * ```ts
    * worker.registerAmReceiverCallback({ owner: 'myapp', id: 1n }, (msg) => {
    *   if (msg.error === null) use(msg.userHeader, msg.data);
@@ -470,6 +504,7 @@ export class Worker {
    * Starts a listener on a socket address; every incoming connection becomes an Endpoint, handed to
    * `onConnection` and to the listener's async iterator. Port 0 picks a free port (see `listener.port`).
    *
+   * @example
    * ```ts
    * const listener = worker.listen({ host: '127.0.0.1', port: 0 }, (ep) => ep.tagSend(hello, 1n));
    * ```
@@ -498,6 +533,7 @@ export class Worker {
    * sent stream bytes and went away before the connection settled still counts as connected: the
    * endpoint comes back closed, with those bytes readable through `streamRecv`.
    *
+   * @example
    * ```ts
    * const ep = await worker.connect('127.0.0.1', 13337);
    * ```
@@ -555,6 +591,7 @@ export class Worker {
   /**
    * Creates an endpoint to a worker whose address (from its `getAddress()`) you received.
    *
+   * @example
    * ```ts
    * const ep = worker.connectToAddress(peerAddress);
    * ```
@@ -584,6 +621,13 @@ export class Worker {
   /**
    * Closes the worker: cancels what is in flight (those requests reject with CanceledError), closes its
    * endpoints (and their remote keys) and listeners, then destroys it. Idempotent.
+   *
+   * @example
+   * ```ts
+   * const worker = context.createWorker();
+   * const pending = worker.tagRecv(buffer, 1n);
+   * await worker.close();                      // `pending` rejects with CanceledError
+   * ```
    */
   close(): Promise<void> {
     this.#closing ??= this.#close();

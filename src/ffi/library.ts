@@ -10,7 +10,20 @@ import * as path from 'node:path';
 
 export type LibraryHandle = ReturnType<typeof koffi.load>;
 
-/** Raised when libucp/libucs cannot be loaded; says what to install instead of a koffi stack trace. */
+/**
+ * Raised when libucp/libucs cannot be loaded; says what to install instead of a koffi stack trace.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await using context = new Context();
+ *   // ...
+ * } catch (err) {
+ *   if (err instanceof UcxLibraryNotFoundError) console.error(err.message); // says what to install
+ *   else throw err;
+ * }
+ * ```
+ */
 export class UcxLibraryNotFoundError extends Error {
   /** Always 'UcxLibraryNotFoundError'. */
   override readonly name = 'UcxLibraryNotFoundError';
@@ -34,6 +47,15 @@ export const SUPPORTED_UCX = { major: 1, minor: 13, text: '1.13.x' } as const;
  * Raised at load when libucp is of a version ucxx-ts does not support. Older than 1.13 lacks the API;
  * newer ones are untested: their packed worker addresses and remote keys differ from what ucxx-ts
  * validates (it would refuse genuine ones), so they are refused unless UCXX_TS_UCX_VERSION_CHECK=off.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   getUcxVersion(); // loads libucp
+ * } catch (err) {
+ *   if (err instanceof UnsupportedUcxVersionError) console.error(`UCX ${err.found} found, ${err.supported} needed`);
+ * }
+ * ```
  */
 export class UnsupportedUcxVersionError extends Error {
   /** Always 'UnsupportedUcxVersionError'. */
@@ -101,6 +123,12 @@ export interface UcxLibraries {
  * Nothing here changes what a peer sees: a setting that changes lane selection (UCX_MM_ERROR_HANDLING,
  * for one) makes two processes choose different lanes for one connection, and UCX 1.13 then aborts in
  * wireup on the side that does not share it.
+ *
+ * @example
+ * ```ts
+ * new Context(); // loading UCX applied them, unless set already
+ * for (const name of Object.keys(UCX_ENVIRONMENT_DEFAULTS)) console.log(`${name}=${process.env[name]}`);
+ * ```
  */
 export const UCX_ENVIRONMENT_DEFAULTS: Readonly<Record<string, string>> = {
   UCX_MEM_MMAP_HOOK_MODE: 'none',

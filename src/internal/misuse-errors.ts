@@ -6,7 +6,18 @@
  * errors.ts) so that every module, however early it loads, can use them.
  */
 
-/** An argument of the wrong type or shape (a string for an options object, a detached buffer...). */
+/**
+ * An argument of the wrong type or shape (a string for an options object, a detached buffer...).
+ *
+ * @example
+ * ```ts
+ * try {
+ *   ep.tagSend('hello' as unknown as Uint8Array, 1n); // a string is not a buffer
+ * } catch (err) {
+ *   console.log(err instanceof TypeError, (err as InvalidArgumentError).code); // true 'UCXX_ERR_INVALID_ARG'
+ * }
+ * ```
+ */
 export class InvalidArgumentError extends TypeError {
   /** Always 'InvalidArgumentError'. */
   override readonly name: string = 'InvalidArgumentError';
@@ -14,7 +25,18 @@ export class InvalidArgumentError extends TypeError {
   readonly code: string = 'UCXX_ERR_INVALID_ARG';
 }
 
-/** A numeric argument outside what the operation accepts (negative, NaN, not an integer, too large). */
+/**
+ * A numeric argument outside what the operation accepts (negative, NaN, not an integer, too large).
+ *
+ * @example
+ * ```ts
+ * try {
+ *   ep.memPut(data, key, key.getSize()); // past the end of the remote region
+ * } catch (err) {
+ *   if (err instanceof ArgumentOutOfRangeError) console.log(err.code); // 'UCXX_ERR_OUT_OF_RANGE', a RangeError
+ * }
+ * ```
+ */
 export class ArgumentOutOfRangeError extends RangeError {
   /** Always 'ArgumentOutOfRangeError'. */
   override readonly name: string = 'ArgumentOutOfRangeError';
@@ -26,6 +48,15 @@ export class ArgumentOutOfRangeError extends RangeError {
  * A memory region larger than this machine can back: UCX-allocated regions live in shared memory
  * (/dev/shm, or System V segments), and UCX 1.13 would fill /dev/shm page by page until the machine
  * runs out of memory rather than fail.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   region = context.createMemoryHandle(64 * 2 ** 30); // 64 GiB of shared memory
+ * } catch (err) {
+ *   if (err instanceof InsufficientMemoryError) console.error(err.message); // instead of filling /dev/shm
+ * }
+ * ```
  */
 export class InsufficientMemoryError extends RangeError {
   /** Always 'InsufficientMemoryError'. */
@@ -34,7 +65,18 @@ export class InsufficientMemoryError extends RangeError {
   readonly code: string = 'UCXX_ERR_INSUFFICIENT_MEMORY';
 }
 
-/** `new` on a class that only ucxx-ts creates (Worker, Endpoint, MemoryHandle, Request, ...). */
+/**
+ * `new` on a class that only ucxx-ts creates (Worker, Endpoint, MemoryHandle, Request, ...).
+ *
+ * @example
+ * ```ts
+ * try {
+ *   Reflect.construct(Worker, []);
+ * } catch (err) {
+ *   console.log((err as IllegalConstructorError).code); // 'UCXX_ERR_ILLEGAL_CONSTRUCTOR': use context.createWorker()
+ * }
+ * ```
+ */
 export class IllegalConstructorError extends TypeError {
   /** Always 'IllegalConstructorError'. */
   override readonly name: string = 'IllegalConstructorError';
@@ -42,7 +84,20 @@ export class IllegalConstructorError extends TypeError {
   readonly code: string = 'UCXX_ERR_ILLEGAL_CONSTRUCTOR';
 }
 
-/** An operation the object's state does not allow (receiving a message twice, progress inside a callback). */
+/**
+ * An operation the object's state does not allow (receiving a message twice, progress inside a callback).
+ *
+ * @example
+ * ```ts
+ * const probe = worker.tagProbe(7n, undefined, { remove: true });
+ * await probe?.receive?.(buffer);
+ * try {
+ *   probe?.receive?.(buffer); // a probed message is received once
+ * } catch (err) {
+ *   if (err instanceof InvalidStateError) console.log(err.code); // 'UCXX_ERR_INVALID_STATE'
+ * }
+ * ```
+ */
 export class InvalidStateError extends TypeError {
   /** Always 'InvalidStateError'. */
   override readonly name: string = 'InvalidStateError';

@@ -3,6 +3,15 @@
  * is malformed: wrong length, checksum mismatch, fields out of range, or a packed key whose structure
  * is not what `ucp_rkey_pack` produces. Such a key is never handed to `ucp_ep_rkey_unpack`, which
  * trusts its input completely.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   key = createRemoteKeyFromSerialized(ep, bytesFromPeer);
+ * } catch (err) {
+ *   if (err instanceof RemoteKeyFormatError) await ep.close(); // corrupt or not a key: UCX never saw it
+ * }
+ * ```
  */
 export class RemoteKeyFormatError extends Error {
   /** Always 'UCXX_ERR_REMOTE_KEY_FORMAT'. */

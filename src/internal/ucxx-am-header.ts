@@ -106,7 +106,16 @@ export interface EncodeAmHeaderOptions {
   userHeader?: Uint8Array | null;
 }
 
-/** The header bytes ucxx's `AmHeader::serialize` produces for these fields (the current format). */
+/**
+ * The header bytes ucxx's `AmHeader::serialize` produces for these fields (the current format).
+ *
+ * @example
+ * ```ts
+ * const header = encodeUcxxAmHeader({ receiverCallbackInfo: { owner: 'app', id: 1n }, userHeader: Buffer.from('meta') });
+ * // what ep.amSend(data, { receiverCallbackInfo, userHeader }) puts on the wire:
+ * await ep.amSend(UCXX_AM_ID, header, data, { reply: true });
+ * ```
+ */
 export function encodeUcxxAmHeader(options: EncodeAmHeaderOptions = {}): Uint8Array {
   options = optionsObject(options, 'encodeUcxxAmHeader options');
   const memoryType = options.memoryType ?? 0;
@@ -146,6 +155,14 @@ export function encodeUcxxAmHeader(options: EncodeAmHeaderOptions = {}): Uint8Ar
  * below 64, an owner that is NUL-terminated, zero-padded UTF-8, and either nothing after the
  * receiver-callback fields (the older format) or the policy, the user-header size and exactly that many
  * bytes. Anything else (short, trailing bytes, sizes that do not add up) is a UcxxHeaderFormatError.
+ *
+ * @example
+ * ```ts
+ * worker.setAmHandler(UCXX_AM_ID, (msg) => {
+ *   const { receiverCallbackInfo, userHeader } = decodeUcxxAmHeader(msg.header); // UcxxHeaderFormatError if malformed
+ *   console.log(receiverCallbackInfo?.owner, userHeader.byteLength);
+ * });
+ * ```
  */
 export function decodeUcxxAmHeader(bytes: Uint8Array): UcxxAmHeader {
   if (!(bytes instanceof Uint8Array)) throw new InvalidArgumentError('a ucxx AM header must be a Uint8Array');

@@ -6,7 +6,18 @@
 /** Which ucxx header was malformed. */
 export type UcxxHeaderKind = 'tag-multi' | 'am';
 
-/** A ucxx tagMulti header or AM header from a peer is malformed (length, flags, counts, sizes, padding). */
+/**
+ * A ucxx tagMulti header or AM header from a peer is malformed (length, flags, counts, sizes, padding).
+ *
+ * @example
+ * ```ts
+ * try {
+ *   frames = await ep.tagMultiRecv(7n);
+ * } catch (err) {
+ *   if (err instanceof UcxxHeaderFormatError && err.header === 'tag-multi') await ep.close(); // not ucxx framing
+ * }
+ * ```
+ */
 export class UcxxHeaderFormatError extends Error {
   /** Always 'UCXX_ERR_HEADER_FORMAT'. */
   readonly code = 'UCXX_ERR_HEADER_FORMAT' as const;
@@ -25,6 +36,16 @@ export class UcxxHeaderFormatError extends Error {
  * A tagMulti message announced frames in CUDA memory (`isCUDA`), and the receive was not told to accept
  * them into host memory (`cudaFrames: 'host'`). The frames were received (and dropped) all the same, so
  * the next tagMulti message on that tag is read from its start.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   frames = await ep.tagMultiRecv(7n);
+ * } catch (err) {
+ *   if (!(err instanceof UcxxCudaFrameError)) throw err;
+ *   console.warn(`frames ${err.frames.join(', ')} were CUDA memory`); // { cudaFrames: 'host' } accepts them
+ * }
+ * ```
  */
 export class UcxxCudaFrameError extends Error {
   /** Always 'UCXX_ERR_CUDA_FRAME'. */

@@ -17,12 +17,30 @@ import { UcxxHeaderFormatError } from './ucxx-header-error.js';
 import { InvalidArgumentError, ArgumentOutOfRangeError } from './misuse-errors.js';
 import { show } from './bytes.js';
 
-/** Frames one header describes at most (ucxx's `HeaderFramesSize`). */
+/**
+ * Frames one header describes at most (ucxx's `HeaderFramesSize`).
+ *
+ * @example
+ * ```ts
+ * const frames = [meta, ...chunks];
+ * const headers = Math.ceil(frames.length / TAG_MULTI_HEADER_FRAMES); // what tagMultiSend sends first
+ * await ep.tagMultiSend(frames, 7n);
+ * ```
+ */
 export const TAG_MULTI_HEADER_FRAMES = 100;
 const OFFSET_NFRAMES = 1;
 const OFFSET_IS_CUDA = 9;
 const OFFSET_SIZE = OFFSET_IS_CUDA + 4 * TAG_MULTI_HEADER_FRAMES;
-/** The serialized size of one header (ucxx's `Header::dataSize()`): 1 + 8 + 400 + 800. */
+/**
+ * The serialized size of one header (ucxx's `Header::dataSize()`): 1 + 8 + 400 + 800.
+ *
+ * @example
+ * ```ts
+ * const header = new Uint8Array(TAG_MULTI_HEADER_SIZE); // 1209 bytes
+ * const { length } = await worker.tagRecv(header, 7n);
+ * const { next, sizes } = decodeTagMultiHeader(header.subarray(0, length));
+ * ```
+ */
 export const TAG_MULTI_HEADER_SIZE = OFFSET_SIZE + 8 * TAG_MULTI_HEADER_FRAMES;
 
 /** One decoded header. */
@@ -42,6 +60,12 @@ function fail(message: string): never {
 /**
  * The headers announcing frames of these sizes, in sending order, as ucxx's `Header::buildHeaders`
  * makes them. At least one frame: ucxx has no representation for zero (it would send nothing).
+ *
+ * @example
+ * ```ts
+ * const headers = encodeTagMultiHeaders([meta.byteLength, body.byteLength]); // one header: <= 100 frames
+ * for (const buffer of [...headers, meta, body]) await ep.tagSend(buffer, 7n); // what tagMultiSend does
+ * ```
  */
 export function encodeTagMultiHeaders(sizes: readonly number[], isCUDA?: readonly boolean[]): Uint8Array[] {
   if (!Array.isArray(sizes)) throw new InvalidArgumentError('tagMulti frame sizes must be an array');
@@ -77,6 +101,12 @@ export function encodeTagMultiHeaders(sizes: readonly number[], isCUDA?: readonl
  * Decodes and validates one header: exactly TAG_MULTI_HEADER_SIZE bytes, `next` 0 or 1, 1 to 100
  * frames (exactly 100 when `next`), `isCUDA` 0 or 1, sizes below 2^53, unused slots zero. Anything else
  * is a UcxxHeaderFormatError.
+ *
+ * @example
+ * ```ts
+ * const [header] = encodeTagMultiHeaders([5, 1024], [false, true]);
+ * const { next, sizes, isCUDA } = decodeTagMultiHeader(header!); // false, [5, 1024], [false, true]
+ * ```
  */
 export function decodeTagMultiHeader(bytes: Uint8Array): TagMultiHeader {
   if (!(bytes instanceof Uint8Array)) throw new InvalidArgumentError('a tagMulti header must be a Uint8Array');

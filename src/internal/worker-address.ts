@@ -58,7 +58,18 @@
  */
 import { InvalidArgumentError } from './misuse-errors.js';
 
-/** Thrown for a worker address that is not shaped like one `ucp_worker_query` packs. */
+/**
+ * Thrown for a worker address that is not shaped like one `ucp_worker_query` packs.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   ep = worker.connectToAddress(bytesFromPeer);
+ * } catch (err) {
+ *   if ((err as { code?: string }).code === 'UCXX_ERR_WORKER_ADDRESS_FORMAT') console.error('not a worker address');
+ * }
+ * ```
+ */
 export class WorkerAddressFormatError extends Error {
   /** Always 'UCXX_ERR_WORKER_ADDRESS_FORMAT'. */
   readonly code = 'UCXX_ERR_WORKER_ADDRESS_FORMAT' as const;

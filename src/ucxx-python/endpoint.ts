@@ -56,6 +56,7 @@ function limitOf(options: UcxxPythonAllocatingRecvOptions): number {
  * An endpoint paired with a ucxx Python peer (its handshake done): ucxx Python's send/recv,
  * sendMulti/recvMulti and sendObj/recvObj framing on the exchanged tags.
  *
+ * @example
  * ```ts
  * const ep = await worker.connect(host, port, { handshake: 'ucxx-python' });
  * await ep.send(data);
@@ -103,7 +104,15 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
     await Promise.all(pending);
   }
 
-  /** ucxx Python's `send(buffer)`: one tag message. */
+  /**
+   * ucxx Python's `send(buffer)`: one tag message.
+   *
+   * @example
+   * ```ts
+   * await ep.send(Buffer.from('hello'));
+   * await ep.send(data, { tag: 7 }); // a user tag, combined with the endpoint's as ucxx Python does
+   * ```
+   */
   async send(buffer: BufferSource, options: UcxxPythonTagOptions = {}): Promise<void> {
     options = optionsObject(options, 'send options');
     await this.endpoint.tagSend(buffer, this.#sendTag(options)).promise;
@@ -112,6 +121,12 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
   /**
    * ucxx Python's `recv(buffer)`: one tag message into `buffer`; resolves with its length. A message
    * longer than the buffer is a MessageTruncatedError; a shorter one fills the start (as in ucxx).
+   *
+   * @example
+   * ```ts
+   * const buffer = new Uint8Array(1024);
+   * const length = await ep.recv(buffer, { signal: AbortSignal.timeout(5000) });
+   * ```
    */
   async recv(buffer: BufferSource, options: UcxxPythonRecvOptions = {}): Promise<number> {
     options = optionsObject(options, 'recv options');
@@ -119,7 +134,14 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
     return info.length;
   }
 
-  /** ucxx Python's `send_obj(obj)`: the length as a little-endian u64, then the bytes. */
+  /**
+   * ucxx Python's `send_obj(obj)`: the length as a little-endian u64, then the bytes.
+   *
+   * @example
+   * ```ts
+   * await ep.sendObj(Buffer.from(JSON.stringify({ op: 'ping' }))); // Python: obj = await ep.recv_obj()
+   * ```
+   */
   async sendObj(bytes: BufferSource, options: UcxxPythonTagOptions = {}): Promise<void> {
     options = optionsObject(options, 'sendObj options');
     const tag = this.#sendTag(options);
@@ -128,7 +150,15 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
     await this.#sendAll([size, bytes], tag);
   }
 
-  /** ucxx Python's `recv_obj()`: receives the length, then that many bytes into a new Uint8Array. */
+  /**
+   * ucxx Python's `recv_obj()`: receives the length, then that many bytes into a new Uint8Array.
+   *
+   * @example
+   * ```ts
+   * const bytes = await ep.recvObj({ maxBytes: 1 << 20 }); // Python: await ep.send_obj(b'...')
+   * const message = JSON.parse(Buffer.from(bytes).toString('utf8'));
+   * ```
+   */
   async recvObj(options: UcxxPythonAllocatingRecvOptions = {}): Promise<Uint8Array> {
     options = optionsObject(options, 'recvObj options');
     const limit = limitOf(options);
@@ -149,6 +179,11 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
   /**
    * ucxx Python's `send_multi(buffers)`: the headers, then each buffer as its own message. An empty
    * list is a RangeError (ucxx sends nothing for it and its request never completes).
+   *
+   * @example
+   * ```ts
+   * await ep.sendMulti([header, payload]); // Python: frames = await ep.recv_multi()
+   * ```
    */
   async sendMulti(buffers: readonly BufferSource[], options: UcxxPythonTagOptions = {}): Promise<void> {
     options = optionsObject(options, 'sendMulti options');
@@ -163,6 +198,11 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
    * ucxx Python's `recv_multi()`: receives headers until one says no more follow, then every frame they
    * describe; resolves with the frames (new Uint8Arrays; CUDA frames arrive in host memory). Each header
    * must be 1209 bytes and each frame as long as its header says (MessageFormatError otherwise).
+   *
+   * @example
+   * ```ts
+   * const [header, payload] = await ep.recvMulti({ maxBytes: 256 << 20 });
+   * ```
    */
   async recvMulti(options: UcxxPythonAllocatingRecvOptions = {}): Promise<Uint8Array[]> {
     options = optionsObject(options, 'recvMulti options');
@@ -192,7 +232,14 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
     return frames;
   }
 
-  /** Closes the endpoint (ucxx Python's close sends nothing to the peer either). Idempotent. */
+  /**
+   * Closes the endpoint (ucxx Python's close sends nothing to the peer either). Idempotent.
+   *
+   * @example
+   * ```ts
+   * await ep.close(); // or `await using ep = await worker.connect(...)`
+   * ```
+   */
   close(): Promise<void> {
     return this.endpoint.close();
   }

@@ -18,6 +18,15 @@ export type HandshakeFailure =
  * The peer-information exchange that ucxx Python runs on every new endpoint did not complete: the peer
  * sent a bad checksum, too few bytes, nothing in time, or the connection failed. The endpoint has been
  * closed by the time this is thrown.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   ep = await worker.connect(host, port, { handshake: 'ucxx-python', connectTimeout: 2000 });
+ * } catch (err) {
+ *   if (err instanceof HandshakeError) console.error(`no ucxx Python handshake: ${err.reason}`); // e.g. 'timeout'
+ * }
+ * ```
  */
 export class HandshakeError extends Error {
   /** Always 'HandshakeError'. */
@@ -41,6 +50,15 @@ export class HandshakeError extends Error {
  * header that is not 1209 bytes or names more than 100 frames, a frame whose length differs from its
  * header entry, or a size (send_obj's 8-byte prefix, a header's frame sizes) above the receiver's limit.
  * The endpoint's message sequence is no longer in step after it: close the endpoint.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   obj = await ep.recvObj({ maxBytes: 1 << 20 });
+ * } catch (err) {
+ *   if (err instanceof MessageFormatError) await ep.close(); // out of step with the peer from here on
+ * }
+ * ```
  */
 export class MessageFormatError extends Error {
   /** Always 'MessageFormatError'. */

@@ -15,7 +15,16 @@ import { PEER_INFO_BYTES, decodePeerInfo, encodePeerInfo, makeMsgTag } from './p
 import { ArgumentOutOfRangeError } from '../internal/misuse-errors.js';
 import { show } from '../internal/bytes.js';
 
-/** The UCP features ucxx Python's UCXContext enables by default (python/ucxx/ucxx/_lib/libucxx.pyx). */
+/**
+ * The UCP features ucxx Python's UCXContext enables by default (python/ucxx/ucxx/_lib/libucxx.pyx).
+ *
+ * @example
+ * ```ts
+ * await using context = new Context({ features: UCXX_PYTHON_FEATURES }); // as ucxx Python's UCXContext
+ * const worker = context.createWorker();
+ * const ep = await worker.connect('10.0.0.2', 13337, { handshake: 'ucxx-python' });
+ * ```
+ */
 export const UCXX_PYTHON_FEATURES = Object.freeze(['tag', 'wakeup', 'stream', 'am', 'rma'] as const);
 
 /** ucxx Python's default connect_timeout, in ms. */

@@ -29,6 +29,7 @@ export interface UcxxPythonListenerEvents {
  * A listener whose accepted endpoints run ucxx Python's handshake before they are handed out; a
  * failed handshake is a `'handshakeError'` event.
  *
+ * @example
  * ```ts
  * const listener = worker.listen({ port: 0, handshake: 'ucxx-python' });
  * for await (const ep of listener) ep.send(hello);
@@ -111,7 +112,17 @@ export class UcxxPythonListener extends EventEmitter<UcxxPythonListenerEvents>
     };
   }
 
-  /** Stops accepting connections; established endpoints stay open. Idempotent. */
+  /**
+   * Stops accepting connections; established endpoints stay open. Idempotent.
+   *
+   * @example
+   * ```ts
+   * const listener = worker.listen({ port: 0, handshake: 'ucxx-python' });
+   * listener.on('handshakeError', (err) => console.warn('handshake failed:', err.reason));
+   * // ...
+   * listener.close(); // endpoints already handed out stay open
+   * ```
+   */
   close(): void {
     this.listener.close();
     for (const waiter of this.#waiting.splice(0)) waiter({ value: undefined, done: true });

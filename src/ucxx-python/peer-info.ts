@@ -81,7 +81,15 @@ export function pyRepr(value: PyValue | readonly PyValue[]): string {
   throw new InvalidArgumentError(`no Python repr for ${typeof value}`);
 }
 
-/** ucxx Python's `hash64bits(*args)`: the first 8 bytes of sha1(repr(args)), big-endian. */
+/**
+ * ucxx Python's `hash64bits(*args)`: the first 8 bytes of sha1(repr(args)), big-endian.
+ *
+ * @example
+ * ```ts
+ * hash64bits(5) === hash64bits(5n);           // true: both are the Python int 5
+ * const checksum = hash64bits(ep.msgTagRecv); // what the handshake sends beside this side's tag
+ * ```
+ */
 export function hash64bits(...args: PyValue[]): bigint {
   const digest = createHash('sha1').update(pyRepr(args), 'utf8').digest();
   return digest.readBigUInt64BE(0);
