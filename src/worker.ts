@@ -99,6 +99,8 @@ function resolveErrorMode(option: ErrorHandlingMode | boolean | undefined, local
 }
 /** How long worker.close() lets a closed listener drain (Listener#drain) before destroying it. */
 const LISTENER_DRAIN_LIMIT_MS = 1000;
+/** How long a closing worker progresses for UCX to fail the operations its forced endpoint closes left queued. */
+const CLOSE_PURGE_WAIT_MS = 500;
 
 /** What a failed connect most likely needs from the user, for the error message ('' when nothing known). */
 function connectFailureHint(
@@ -650,6 +652,11 @@ export class Worker {
       if (request[kUcxRequest] !== null) ucx().ucp_request_cancel(handle, request[kUcxRequest]);
     }
     await Promise.all([...this.#endpoints].map((ep) => ep.close()));
+    // A forced endpoint close returns at once, but UCX fails the endpoint's queued sends, RMA and
+    // flushes only in later progress calls; destroying the worker before that segfaults in
+    // ucp_worker_destroy (docs/ucx-1.13-bugs/purge_queued_rndv.c). Bounded: a peer may hold them.
+    const queued = (): boolean => this[kRequests].inflightRequests().some((r) => r[kDetachable] && r[kUcxRequest] !== null);
+    if (queued()) await this[kProgressUntil](() => !queued(), CLOSE_PURGE_WAIT_MS);
     await Promise.all([...this.#listeners].map((listener) => listener[kCloseWithin](LISTENER_DRAIN_LIMIT_MS)));
     this.#engine.progress();
     // Whatever UCX did not complete by now never will once the worker is gone.
