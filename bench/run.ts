@@ -33,6 +33,7 @@ import {
   type ResultRecord,
 } from './report.js';
 import { PERF_TESTS } from '../cli/perf/tests.js';
+import { TwoHosts, twoHostsUnavailable } from '../test/helpers/two-hosts.js';
 
 // This file runs as build/bench/run.js (tsconfig.test.json: rootDir ".", outDir "build"): the repository
 // root is two levels up from it.
@@ -41,6 +42,7 @@ const ROOT = path.resolve(HERE, '..', '..');
 const SOURCE = path.join(ROOT, 'bench', 'run.ts');
 const CLI = path.join(ROOT, 'dist', 'cli', 'ucxx-perf.js');
 const NET = path.join(ROOT, 'build', 'bench', 'net-baseline.js');
+const FLOOR = path.join(ROOT, 'build', 'bench', 'ffi-floor.js');
 const SCHEMA = 'ucxx-ts-bench/1';
 
 const KiB = 1024;
@@ -145,6 +147,29 @@ interface Point {
 /** The TESTS entry of a test: the names come from TESTS (parseCommandLine checks --tests against it). */
 function specOf(test: string): TestSpec {
   return TESTS[test] as TestSpec;
+}
+
+/**
+ * --two-hosts: two network namespaces joined by a veth pair, each in its own UTS and IPC namespace
+ * (test/helpers/two-hosts.ts), so that UCX takes them for two machines and uses TCP only. Each server
+ * runs in host B, each client in host A. null: both on this host, over loopback.
+ */
+let hosts: TwoHosts | null = null;
+/** The tests and sizes of --two-hosts: the latency tests at 8 B, the bandwidth tests at 64 KiB and 1 MiB. */
+const TWO_HOST_TESTS = ['tag_lat', 'am_lat', 'put_lat', 'get_lat', 'tag_bw', 'put_bw', 'get_bw', 'stream_bw', 'am_bw'];
+const TWO_HOST_SIZES = { latency: [8], bandwidth: [64 * KiB, MiB] };
+
+/** The argv prefix that runs a program in host A (the client) or B (the server); none on one host. */
+function inHost(label: 'A' | 'B'): string[] {
+  return hosts === null ? [] : hosts.wrapper(label === 'A' ? hosts.a : hosts.b);
+}
+
+/** Starts `command args` in host A or B (or here). */
+function startIn(label: 'A' | 'B', command: string, args: string[], timeoutS: number): Started {
+  const wrapper = inHost(label);
+  if (wrapper.length === 0) return start(command, args, timeoutS);
+  const run = start(wrapper[0] as string, [...wrapper.slice(1), command, ...args], timeoutS);
+  return { ...run, command: `[host ${label}] ${[command, ...args].map(shellQuote).join(' ')}` };
 }
 
 const FULL_SIZES = [8, 64, 512, 4 * KiB, 32 * KiB, 256 * KiB, MiB, 4 * MiB, 16 * MiB, 64 * MiB];
@@ -316,13 +341,28 @@ type NetBaselineLine = {
 async function runUcxx(point: Point, config: { progress: string; memory: string }): Promise<Measurement> {
   const spec = specOf(point.test);
   const test = spec.base ?? point.test;
-  const args = [CLI, '--local', '-t', test, '-s', String(point.size), '-n', String(point.iterations),
-    '-w', String(point.warmup), '-m', config.memory, '-P', spec.progress ?? config.progress, ...(spec.ucxxExtra ?? []),
+  const progress = spec.progress ?? config.progress;
+  const timeoutS = timeoutFor(point.size, point.iterations + point.warmup);
+  // One host: --local (the CLI starts its own server). Two hosts: a server in host B, the client in A.
+  let server: Started | null = null;
+  let where = ['--local'];
+  if (hosts !== null) {
+    const port = await freePort();
+    server = startIn('B', process.execPath, [CLI, '-p', String(port), '-P', progress], timeoutS + 10);
+    const deadline = Date.now() + 10_000;
+    while (!listening(port) && Date.now() < deadline) await sleep(20);
+    where = [hosts.b.address, '-p', String(port)];
+  }
+  const args = [CLI, ...where, '-t', test, '-s', String(point.size), '-n', String(point.iterations),
+    '-w', String(point.warmup), '-m', config.memory, '-P', progress, ...(spec.ucxxExtra ?? []),
     '--json'];
   if (spec.kind !== 'latency') args.splice(args.length - 1, 0, '-O', String(point.outstanding));
-  const timeoutS = timeoutFor(point.size, point.iterations + point.warmup);
-  const run = start(process.execPath, args, timeoutS);
+  const run = startIn('A', process.execPath, args, timeoutS);
   const r = await run.done;
+  if (server !== null) {
+    killGroup(server.child);
+    await server.done;
+  }
   const command = run.command.replace(process.execPath, 'node').replace(ROOT + '/', '');
   let found: UcxxPerfLine | null = null;
   for (const line of r.stdout.split('\n')) {
@@ -384,12 +424,18 @@ async function freePort(): Promise<number> {
   throw new Error('no free port for ucx_perftest');
 }
 
-/** True once something listens on TCP `port` (read from /proc: a test connection would be taken as the client). */
+/**
+ * True once something listens on TCP `port` (read from /proc: a test connection would be taken as the
+ * client), in the server's host.
+ */
 function listening(port: number): boolean {
   const hex = port.toString(16).toUpperCase().padStart(4, '0');
   for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
     let text;
-    try { text = readFileSync(file, 'utf8'); } catch { continue; }
+    try {
+      text = hosts === null ? readFileSync(file, 'utf8')
+        : execFileSync('ip', ['netns', 'exec', hosts.b.netns, 'cat', file], { encoding: 'utf8', timeout: 5000, stdio: ['ignore', 'pipe', 'ignore'] });
+    } catch { continue; }
     for (const line of text.split('\n').slice(1)) {
       const cols = line.trim().split(/\s+/);
       if (cols[1]?.endsWith(`:${hex}`) && cols[3] === '0A') return true;
@@ -434,10 +480,11 @@ async function runPerftestOnce(point: Point, extra: string[]): Promise<Measureme
   const outstanding = c.outstanding === 'same' ? point.outstanding : c.outstanding;
   const timeoutS = timeoutFor(point.size, point.iterations + point.warmup);
   const port = await freePort();
-  const server = start('ucx_perftest', ['-p', String(port)], timeoutS + 10);
-  const args = ['127.0.0.1', '-p', String(port), '-t', c.test, '-s', String(point.size), '-n', String(point.iterations),
+  const server = startIn('B', 'ucx_perftest', ['-p', String(port)], timeoutS + 10);
+  const args = [hosts === null ? '127.0.0.1' : hosts.b.address, '-p', String(port), '-t', c.test, '-s', String(point.size), '-n', String(point.iterations),
     '-w', String(point.warmup), '-O', String(outstanding), ...(c.extra ?? []), ...extra];
-  const command = `ucx_perftest -p ${port} & ucx_perftest ${args.join(' ')}`;
+  const command = hosts === null ? `ucx_perftest -p ${port} & ucx_perftest ${args.join(' ')}`
+    : `[host B] ucx_perftest -p ${port} & [host A] ucx_perftest ${args.join(' ')}`;
   try {
     const deadline = Date.now() + 10_000;
     // Set by the callback below: the cast keeps TypeScript from narrowing it to null for good.
@@ -448,7 +495,7 @@ async function runPerftestOnce(point: Point, extra: string[]): Promise<Measureme
       if (Date.now() > deadline) return { status: 'failed', command, error: 'the server did not listen within 10 s' };
       await sleep(20);
     }
-    const client = start('ucx_perftest', args, timeoutS);
+    const client = startIn('A', 'ucx_perftest', args, timeoutS);
     const r = await client.done;
     // The server ends by itself after one test; give it a moment, then make sure.
     await Promise.race([server.done, sleep(5000)]);
@@ -640,6 +687,7 @@ interface Options {
   net: boolean;
   c: boolean;
   from: string | null;
+  twoHosts: boolean;
 }
 
 const SIZE_UNITS: Record<string, number> = { '': 1, k: KiB, m: MiB };
@@ -656,6 +704,7 @@ function parseCommandLine(): Options {
       'no-net': { type: 'boolean' },
       'no-c': { type: 'boolean' },
       from: { type: 'string' },
+      'two-hosts': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -663,7 +712,8 @@ function parseCommandLine(): Options {
     console.log(readFileSync(SOURCE, 'utf8').split('*/')[0]?.replace(/^[\s\S]*?\/\*\*/, '').replace(/^ \* ?/gm, ''));
     process.exit(0);
   }
-  const tests = values.tests === undefined ? Object.keys(TESTS) : values.tests.split(',');
+  const twoHosts = values['two-hosts'] === true;
+  const tests = values.tests !== undefined ? values.tests.split(',') : twoHosts ? TWO_HOST_TESTS : Object.keys(TESTS);
   for (const t of tests) if (!(t in TESTS)) throw new Error(`unknown test ${t}; one of ${Object.keys(TESTS).join(' ')}`);
   const progress = values.progress ?? 'spin';
   if (!['polling', 'event', 'spin'].includes(progress)) throw new Error('--progress: polling, event or spin');
@@ -679,7 +729,7 @@ function parseCommandLine(): Options {
   }
   return {
     short: values.short === true, tests, sizes, progress, memory, out: values.out ?? null,
-    net: values['no-net'] !== true, c: values['no-c'] !== true, from: values.from ?? null,
+    net: values['no-net'] !== true && !twoHosts, c: values['no-c'] !== true, from: values.from ?? null, twoHosts,
   };
 }
 
@@ -718,12 +768,22 @@ async function main(): Promise<void> {
     console.error(`bench: warning: the load average is ${loadStart[0].toFixed(2)} on ${machine.cpuCount} CPUs: figures will be noisy`);
   }
   for (const p of problems) console.error(`bench: ${p}`);
+  if (options.twoHosts) {
+    const why = twoHostsUnavailable();
+    if (why !== null) {
+      console.error(`bench: --two-hosts: ${why}`);
+      process.exit(2);
+    }
+    hosts = await TwoHosts.create();
+    console.error(`bench: two hosts: ${hosts.a.hostname} (${hosts.a.address}, clients) and ${hosts.b.hostname} (${hosts.b.address}, servers), TCP over a veth pair`);
+  }
 
   const results: ResultRecord[] = [];
   const points: Point[] = [];
   for (const test of options.tests) {
     const spec = specOf(test);
-    const sizes = spec.sizes ?? options.sizes ?? (options.short ? SHORT_SIZES : FULL_SIZES);
+    const sizes = spec.sizes ?? options.sizes
+      ?? (options.twoHosts ? TWO_HOST_SIZES[spec.kind === 'latency' ? 'latency' : 'bandwidth'] : options.short ? SHORT_SIZES : FULL_SIZES);
     for (const size of sizes) points.push({ test, size, ...iterationsFor(test, size, options.short), outstanding: OUTSTANDING });
   }
   /** Per implementation and test: the size at which it timed out (larger sizes are then skipped). */
@@ -761,7 +821,7 @@ async function main(): Promise<void> {
       };
       const runNetBoth = async () => {
         if (!options.net || spec.net === null) {
-          const why = !options.net ? 'disabled (--no-net)' : spec.noNet ?? 'no net equivalent';
+          const why = options.twoHosts ? 'not run between hosts' : !options.net ? 'disabled (--no-net)' : spec.noNet ?? 'no net equivalent';
           got['net-tcp'] = { status: 'n/a', error: why };
           got['net-unix'] = { status: 'n/a', error: why };
           return;
@@ -827,6 +887,22 @@ async function main(): Promise<void> {
     console.error(`[${index + 1}/${points.length} ${elapsed}s] ${point.test} ${formatSize(point.size)} (${METRIC[spec.kind].unit}): ${show}`);
   }
 
+  // The FFI floor, in a process of its own (one host: the crossings do not depend on the peer).
+  let ffiFloor: BenchReport['ffiFloor'];
+  let floorError: string | null = null;
+  {
+    const run = start(process.execPath, [FLOOR, '--json'], 120);
+    const r = await run.done;
+    for (const line of r.stdout.split('\n')) {
+      try {
+        const obj: unknown = JSON.parse(line);
+        // Written by bench/ffi-floor.ts: its figures as they are.
+        if (isObject(obj) && obj.tool === 'ffi-floor') ffiFloor = obj.figures as BenchReport['ffiFloor'];
+      } catch { /* not JSON */ }
+    }
+    if (ffiFloor === undefined) floorError = describeFailure(r, 120);
+  }
+
   const failures: Failure[] = [];
   for (const r of results) {
     for (const impl of IMPLEMENTATIONS) {
@@ -834,6 +910,10 @@ async function main(): Promise<void> {
       if (m.status === 'failed' || m.status === 'skipped') failures.push({ test: r.test, size: r.size, implementation: impl, status: m.status, command: m.command ?? null, error: m.error ?? null });
     }
   }
+  if (floorError !== null) {
+    failures.push({ test: 'ffi-floor', size: 0, implementation: 'ucxx-ts', status: 'failed', command: 'node build/bench/ffi-floor.js --json', error: floorError });
+  }
+
   const report: BenchReport = {
     schema: SCHEMA,
     date: started.toISOString(),
@@ -845,14 +925,19 @@ async function main(): Promise<void> {
       rounds: options.short ? 1 : REPEATS,
       extraPairs: options.short ? 0 : EXTRA_PAIRS,
       ucxxPerf: { memory: options.memory, progress: options.progress, outstanding: OUTSTANDING },
-      ucxPerftest: 'server and client on 127.0.0.1, default transports, UCX-allocated buffers (its only host mode)',
+      ucxPerftest: hosts === null ? 'server and client on 127.0.0.1, default transports, UCX-allocated buffers (its only host mode)'
+        : `server in host B, client in host A (${hosts.b.address}), default transports (TCP between the hosts), UCX-allocated buffers`,
       net: 'bench/net-baseline.ts: TCP 127.0.0.1 (TCP_NODELAY) and a Unix socket, server in a child process',
       latencyMetric: 'latency_us.p50 (per-operation median; half a round trip for ping-pong tests)',
       ratio: 'ucxx-ts figure / other figure, the median over the rounds where both ran (ratioRounds): latency < 1 = ucxx-ts faster; bandwidth and rate > 1 = ucxx-ts faster',
+      ...(hosts === null ? {} : {
+        hosts: `Two hosts on this machine: network namespaces ${hosts.a.netns} (${hosts.a.address}, the clients) and ${hosts.b.netns} (${hosts.b.address}, the servers) joined by a veth pair, each in its own UTS and IPC namespace, so UCX sees two machines and uses TCP only; ucxx-perf and ucx_perftest each run a server in B and a client in A, with UCX's defaults`,
+      }),
     },
     implementations: IMPLEMENTATIONS,
     results,
     failures,
+    ...(ffiFloor === undefined ? {} : { ffiFloor }),
   };
 
   // Outputs.
@@ -865,13 +950,20 @@ async function main(): Promise<void> {
   const stamp = started.toISOString().replace(/\.\d+Z$/, 'Z').replaceAll(':', '-');
   const json = `${JSON.stringify(report, null, 2)}\n`;
   const written: string[] = [];
-  for (const file of [path.join(resultsDir, `${stamp}.json`), path.join(resultsDir, 'latest.json')]) {
+  // Two hosts: files of their own (two sizes, no plot), beside the one-host ones.
+  const prefix = options.twoHosts ? 'two-hosts-' : '';
+  for (const file of [path.join(resultsDir, `${prefix}${stamp}.json`), path.join(resultsDir, `${prefix}latest.json`)]) {
     writeFileSync(file, json);
     written.push(file);
   }
-  writeFileSync(path.join(docsDir, 'benchmarks.md'), markdownReport(report));
-  writeFileSync(path.join(docsDir, 'benchmarks.svg'), svgPlot(report));
-  written.push(path.join(docsDir, 'benchmarks.md'), path.join(docsDir, 'benchmarks.svg'));
+  const markdown = path.join(docsDir, options.twoHosts ? 'benchmarks-two-hosts.md' : 'benchmarks.md');
+  writeFileSync(markdown, markdownReport(report));
+  written.push(markdown);
+  if (!options.twoHosts) {
+    writeFileSync(path.join(docsDir, 'benchmarks.svg'), svgPlot(report));
+    written.push(path.join(docsDir, 'benchmarks.svg'));
+  }
+  hosts?.close();
 
   console.log(consoleTable(report));
   console.log(`\nwritten: ${written.map((f) => path.relative(process.cwd(), f) || f).join(', ')}`);
