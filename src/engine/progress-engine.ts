@@ -52,7 +52,7 @@ const STEPS_PER_CHECK = 8;
  * microtask hops) runs and posts its next operation without waiting for a batch of calls.
  */
 const EMPTY_CALLS_PER_STEP = 32;
-const QUIET_STEPS = 4;
+const QUIET_STEPS = 12;
 /**
  * Steps are queued as reactions to this settled Promise: one V8 microtask each. Node's `queueMicrotask`
  * wraps every callback in an AsyncResource and a bound function, which cost as much as the step itself.
