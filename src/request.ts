@@ -18,6 +18,13 @@ import {
   kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kGroup, kHost, kLate, kOnSettle, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,
 } from './internal/symbols.js';
 
+let capturedResolve: ((value: never) => void) | undefined;
+let capturedReject: ((reason: Error) => void) | undefined;
+function captureResolvers(resolve: (value: never) => void, reject: (reason: Error) => void): void {
+  capturedResolve = resolve;
+  capturedReject = reject;
+}
+
 /** What a completed tag receive reports. */
 export interface TagRecvInfo {
   /** Bytes received. */
@@ -256,10 +263,11 @@ export class Request<T = void> implements PromiseLike<T> {
       if (this.#status === UCS_OK) this.#promise = Promise.resolve(this.#value as T);
       else if (this.#error !== undefined) this.#promise = Promise.reject(this.#error);
       else {
-        this.#promise = new Promise<T>((resolve, reject) => {
-          this.#resolve = resolve;
-          this.#reject = reject;
-        });
+        // One shared executor (no closure per Promise): it hands the resolving functions over here.
+        this.#promise = new Promise<T>(captureResolvers);
+        this.#resolve = capturedResolve as (value: T) => void;
+        this.#reject = capturedReject;
+        capturedResolve = capturedReject = undefined;
       }
     }
     return this.#promise;
@@ -304,7 +312,9 @@ export class Request<T = void> implements PromiseLike<T> {
           break;
       }
       this.#finish();
-      this.#resolve?.(this.#value as T);
+      const resolve = this.#resolve;
+      this.#resolve = this.#reject = undefined;
+      resolve?.(this.#value as T);
       this.#notify(UCS_OK, length, undefined);
     } else {
       this[kFail](errorFromStatus(status, this[kWhat]));
@@ -317,7 +327,9 @@ export class Request<T = void> implements PromiseLike<T> {
     this.#status = (error as Partial<UcxError>).status ?? UCS_ERR_CANCELED;
     this.#error = error;
     this.#finish();
-    this.#reject?.(error);
+    const reject = this.#reject;
+    this.#resolve = this.#reject = undefined;
+    reject?.(error);
     this.#notify(this.#status, 0, error);
   }
 
