@@ -9,7 +9,7 @@ import koffi from 'koffi';
 import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { Context, createRemoteKeyFromSerialized, type Endpoint } from 'ucxx-ts';
+import { Context, createRemoteKeyFromSerialized } from 'ucxx-ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -73,8 +73,9 @@ export async function measureFloor(): Promise<FloorFigure[]> {
     const ep = endpoint.getHandle();
     const w = worker.getHandle();
     const add = Number(CONSTANTS['UCP_ATOMIC_OP_ADD']);
-    const flushEvery = (ep: Endpoint, i: number): void => {
-      if ((i & 1023) === 1023) worker.progressUntil(ep.flush());
+    // Puts and atomics become visible only with a flush: one per 1,024 operations, raw or not.
+    const flushEvery = (i: number): void => {
+      if ((i & 1023) === 1023) worker.progressUntil(endpoint.flush());
     };
     const figures: FloorFigure[] = [];
     const push = (name: string, ns: number, rawName?: string): void => {
@@ -87,14 +88,14 @@ export async function measureFloor(): Promise<FloorFigure[]> {
     push('raw ucp_put_nbx 8 B', best((n) => {
       for (let i = 0; i < n; i++) {
         raw.ucp_put_nbx(ep, data, 8, remote, rkey, sendBlock);
-        if ((i & 1023) === 1023) worker.progressUntil(endpoint.flush());
+        flushEvery(i);
       }
     }));
     push('endpoint.memPut 8 B', best((n) => {
       for (let i = 0; i < n; i++) {
         const r = endpoint.memPut(data, key, 0);
         if (!r.completed) worker.progressUntil(r);
-        flushEvery(endpoint, i);
+        flushEvery(i);
       }
     }), 'raw ucp_put_nbx 8 B');
     // The library writes the atomic block's per-call fields (datatype, mask): one atomic sets them for
@@ -103,14 +104,14 @@ export async function measureFloor(): Promise<FloorFigure[]> {
     push('raw ucp_atomic_op_nbx add 64', best((n) => {
       for (let i = 0; i < n; i++) {
         raw.ucp_atomic_op_nbx(ep, add, operand, 1, remote, rkey, atomicBlock);
-        if ((i & 1023) === 1023) worker.progressUntil(endpoint.flush());
+        flushEvery(i);
       }
     }));
     push("endpoint.atomic('add') 64", best((n) => {
       for (let i = 0; i < n; i++) {
         const r = endpoint.atomic('add', key, 0, 1n);
         if (!r.completed) worker.progressUntil(r);
-        flushEvery(endpoint, i);
+        flushEvery(i);
       }
     }), 'raw ucp_atomic_op_nbx add 64');
     worker.progressUntil(endpoint.flush());

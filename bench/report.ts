@@ -165,6 +165,12 @@ const KIND_TITLES: Record<Kind, string> = {
   rate: 'Message rate, operations/s (higher is better: ratio > 1 means ucxx-ts is faster)',
 };
 
+/** Rows as aligned text columns; `align` has an 'l' (left) or 'r' (right) per column. */
+function alignColumns(table: readonly (readonly string[])[], align: string): string[] {
+  const widths = (table[0] ?? []).map((_, i) => Math.max(...table.map((cells) => (cells[i] ?? '').length)));
+  return table.map((cells) => cells.map((c, i) => (align[i] === 'l' ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ').trimEnd());
+}
+
 function groups(report: BenchReport): [string, ResultRecord[]][] {
   const byKind: Record<string, ResultRecord[]> = { latency: [], bandwidth: [], rate: [] };
   for (const r of report.results) byKind[r.kind]?.push(r);
@@ -189,26 +195,22 @@ export function consoleTable(report: BenchReport): string {
   for (const [kind, rows] of groups(report)) {
     lines.push('', (KIND_TITLES as Record<string, string>)[kind] ?? kind);
     const table = [HEADERS, ...rows.map(row)];
-    const widths = HEADERS.map((_, i) => Math.max(...table.map((cells) => String(cells[i]).length)));
-    let previous = '';
+    const aligned = alignColumns(table, 'll');
     for (const [n, cells] of table.entries()) {
-      if (n > 1 && cells[0] !== previous) lines.push('');
-      previous = String(cells[0]);
-      lines.push(cells.map((c, i) => (i < 2 ? String(c).padEnd(widths[i] ?? 0) : String(c).padStart(widths[i] ?? 0))).join('  '));
+      // A blank line between tests.
+      if (n > 1 && cells[0] !== table[n - 1]?.[0]) lines.push('');
+      lines.push(aligned[n] as string);
     }
   }
   const tails = tailRows(report);
   if (tails.length > 0) {
     lines.push('', TAILS_TITLE);
-    const table = [TAIL_HEADERS, ...tails];
-    const widths = TAIL_HEADERS.map((_, i) => Math.max(...table.map((cells) => String(cells[i]).length)));
-    for (const cells of table) lines.push(cells.map((c, i) => (i < 1 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  '));
+    lines.push(...alignColumns([TAIL_HEADERS, ...tails], 'l'));
   }
   const floor = floorRows(report);
   if (floor.length > 0) {
     lines.push('', FLOOR_TITLE);
-    const w = Math.max(...floor.map((r) => (r[0] as string).length));
-    for (const r of floor) lines.push(`${(r[0] as string).padEnd(w)}  ${(r[1] as string).padStart(8)}  ${r[2]}`);
+    lines.push(...alignColumns(floor, 'lrl'));
   }
   const notes = notesOf(report);
   if (notes.length > 0) lines.push('', 'Definitions that differ:', ...notes.map((n) => `- ${n}`));

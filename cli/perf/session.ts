@@ -9,6 +9,7 @@ import {
 import type { Mode, Plan, Result } from './plan.js';
 import { printHeader, printRow, ProgressBar, summarize } from './report.js';
 import { PERF_TESTS, type ClientRun, type PerfTest, type ServerRun, type Step, type Wait } from './tests.js';
+import { Window } from './window.js';
 
 const PLAN_TAG = 0x5045524600000001n; // client -> server: the plan (JSON)
 const KEY_TAG = 0x5045524600000002n; // server -> client: serialized key
@@ -89,38 +90,6 @@ function regionSize(plan: Plan): number {
 function createRegion(context: Context, plan: Plan): MemoryHandle {
   const size = regionSize(plan);
   return plan.memory === 'registered' ? context.createMemoryHandle(size, new Uint8Array(size)) : context.createMemoryHandle(size);
-}
-
-/** The last `size` requests posted, in a fixed ring (no allocation per operation). */
-class Window {
-  readonly #ring: (Request<unknown> | null)[];
-  #next = 0;
-  #count = 0;
-  constructor(size: number) {
-    this.#ring = new Array<Request<unknown> | null>(size).fill(null);
-  }
-
-  push(request: Request<unknown>): void {
-    this.#ring[this.#next] = request;
-    this.#next = (this.#next + 1) % this.#ring.length;
-    if (this.#count < this.#ring.length) this.#count++;
-  }
-
-  /** When full: the request the next push replaces (the oldest); otherwise null. */
-  oldest(): Request<unknown> | null {
-    return this.#count === this.#ring.length ? this.#ring[this.#next] ?? null : null;
-  }
-
-  /** Empties the window, returning its requests oldest first. */
-  drain(): Request<unknown>[] {
-    const out: Request<unknown>[] = [];
-    const start = (this.#next - this.#count + this.#ring.length) % this.#ring.length;
-    for (let i = 0; i < this.#count; i++) out.push(this.#ring[(start + i) % this.#ring.length] as Request<unknown>);
-    this.#ring.fill(null);
-    this.#next = 0;
-    this.#count = 0;
-    return out;
-  }
 }
 
 /** Waits for each request in turn (what `wait` leaves pending is awaited). */

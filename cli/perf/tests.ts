@@ -5,6 +5,7 @@
  */
 import type { Endpoint, RemoteKey, Request, Worker } from 'ucxx-ts';
 import type { Kind, Plan } from './plan.js';
+import { Window } from './window.js';
 
 /** What a step left to wait for: nothing (it is done), or a Promise to await. */
 export type Pending = PromiseLike<unknown> | undefined;
@@ -116,18 +117,19 @@ const AM_PONG = 102;
 
 const ONE_SIDED_NO_NET = { mode: null, why: 'no net equivalent (one-sided get)' } as const;
 
-/** Receives `total` messages with `receive`, keeping `outstanding` posted (slot k waited before reuse). */
+/** Receives `total` messages with `receive`, keeping `outstanding` posted (the oldest waited before reuse). */
 async function receiveRing(wait: Wait, outstanding: number, total: number, receive: () => Request<unknown>): Promise<void> {
-  const ring: Request<unknown>[] = [];
+  const ring = new Window(outstanding);
   for (let k = 0; k < total; k++) {
-    if (ring.length === outstanding) {
-      const pending = wait(ring[k % outstanding] as Request<unknown>);
+    const oldest = ring.oldest();
+    if (oldest !== null) {
+      const pending = wait(oldest);
       if (pending !== undefined) await pending;
-      ring[k % outstanding] = receive();
-    } else ring.push(receive());
+    }
+    ring.push(receive());
   }
-  for (let i = 0; i < ring.length; i++) {
-    const pending = wait(ring[(total + i) % ring.length] as Request<unknown>);
+  for (const request of ring.drain()) {
+    const pending = wait(request);
     if (pending !== undefined) await pending;
   }
 }
