@@ -21,7 +21,7 @@
  * ```
  */
 import {
-  CONSTANTS, UCS_ERR_REJECTED, UCS_INPROGRESS, UCS_OK, layouts, readStruct, registerCallback, ucx,
+  CONSTANTS, UCS_ERR_REJECTED, UCS_INPROGRESS, UCS_OK, layouts, readStruct, registerCallback, ucx, type Address,
 } from './ffi/index.js';
 import { copyPayload } from './internal/payload-slab.js';
 import { ClosedError } from './errors.js';
@@ -99,7 +99,7 @@ let amCallback: bigint | undefined;
 function amCallbackAddress(): bigint {
   amCallback ??= registerCallback(
     'amRecv',
-    (arg: number, header: bigint | null, headerLength: number, data: bigint | null, length: number, param: bigint | null) => {
+    (arg: number, header: Address, headerLength: number, data: Address, length: number, param: Address) => {
       const dispatcher = dispatchers.get(Math.floor(arg / 0x10000));
       if (dispatcher === undefined) return UCS_OK;
       return dispatcher[kOnMessage](arg & 0xffff, header, headerLength, data, length, param);
@@ -354,14 +354,13 @@ export class AmDispatcher {
 
   /** @internal Runs inside ucp_worker_progress: builds the message and lets its handler decide. */
   [kOnMessage](
-    id: number, header: bigint | null, headerLength: number, data: bigint | null, length: number,
-    param: bigint | null,
+    id: number, header: Address, headerLength: number, data: Address, length: number, param: Address,
   ): number {
     const handler = this.#handlers.get(id);
     if (handler === undefined) return UCS_OK;
     let rendezvous = false;
     let replyEndpoint: Endpoint | null = null;
-    if (param !== null) {
+    if (param !== 0) {
       const fields = readStruct(param, RECV_PARAM.size);
       const attr = fields.readUInt32LE(RECV_PARAM.offsets.recv_attr);
       rendezvous = (attr & ATTR_RNDV) !== 0;
@@ -371,9 +370,9 @@ export class AmDispatcher {
     }
     // Copies (UCX reuses both regions once the callback returns), carved out of shared slabs: a fresh
     // ArrayBuffer per message would cost more than the copy (see internal/payload-slab.ts).
-    const headerBytes = header === null || headerLength === 0 ? EMPTY : copyPayload(header, headerLength);
-    const payload = rendezvous ? null : data === null || length === 0 ? EMPTY : copyPayload(data, length);
-    const pending = rendezvous && data !== null ? new PendingDescriptor(this, data) : null;
+    const headerBytes = header === 0 || headerLength === 0 ? EMPTY : copyPayload(header, headerLength);
+    const payload = rendezvous ? null : data === 0 || length === 0 ? EMPTY : copyPayload(data, length);
+    const pending = rendezvous && data !== 0 ? new PendingDescriptor(this, BigInt(data)) : null;
     const message = new AmMessage(
       INTERNAL, this.#worker, this.#workerHandle, id, headerBytes, length, payload, pending, replyEndpoint,
     );

@@ -2,7 +2,7 @@
  * The completion callbacks: one registered C function per kind of completion, dispatching on the slot id
  * that each operation carries in `user_data`. A completed UCX request is released here, exactly once.
  */
-import { layouts, readStruct, registerCallback, sizeAt, ucx } from '../ffi/index.js';
+import { layouts, readStruct, registerCallback, sizeAt, ucx, type Address } from '../ffi/index.js';
 import type { AnyRequest } from '../request.js';
 import { SlotTable } from '../internal/slot-table.js';
 import { kComplete, kReleased, kSlotId } from '../internal/symbols.js';
@@ -15,7 +15,7 @@ export const inflight = new SlotTable<AnyRequest>();
  * with UCP_OP_ATTR_FLAG_NO_IMM_CMPL) must not free the request that the call is about to return.
  */
 let posting = false;
-let freeAfterPost: bigint | null = null;
+let freeAfterPost: Address = 0;
 
 /**
  * Bracket an nbx call whose callback may run inside it (RequestEngine.open and track do, for the blocks
@@ -31,9 +31,9 @@ export function beginPost(): void {
 
 export function endPost(): void {
   posting = false;
-  if (freeAfterPost !== null) {
+  if (freeAfterPost !== 0) {
     ucx().ucp_request_free(freeAfterPost);
-    freeAfterPost = null;
+    freeAfterPost = 0;
   }
 }
 
@@ -43,7 +43,7 @@ export function endPost(): void {
  */
 let progressing = false;
 /** Handles to free, in [0, toFree) (a count rather than `length = 0`, which is a runtime call in V8). */
-const freeAfterProgress: (bigint | null)[] = [];
+const freeAfterProgress: Address[] = [];
 let toFree = 0;
 
 /** Runs one ucp_worker_progress call and frees what completed inside it. */
@@ -58,18 +58,18 @@ export function progressOnce(progress: (worker: bigint) => number, worker: bigin
   if (toFree > 0) {
     const free = ucx().ucp_request_free;
     for (let i = 0; i < toFree; i++) {
-      free(freeAfterProgress[i] as bigint);
-      freeAfterProgress[i] = null;
+      free(freeAfterProgress[i] as Address);
+      freeAfterProgress[i] = 0;
     }
     toFree = 0;
   }
   return n;
 }
 
-function complete(handle: bigint | null, id: number, status: number, length: number, tag: bigint): void {
+function complete(handle: Address, id: number, status: number, length: number, tag: bigint): void {
   const request = inflight.get(id);
   inflight.delete(id);
-  if (handle !== null && request?.[kReleased] !== true) {
+  if (handle !== 0 && request?.[kReleased] !== true) {
     if (posting) freeAfterPost = handle;
     else if (progressing) freeAfterProgress[toFree++] = handle;
     else ucx().ucp_request_free(handle);
@@ -89,17 +89,17 @@ let registered: { send: bigint; tagRecv: bigint; streamRecv: bigint } | undefine
 /** The addresses of the registered completion callbacks (registered on first use). */
 export function completionCallbacks(): { send: bigint; tagRecv: bigint; streamRecv: bigint } {
   registered ??= {
-    send: registerCallback('send', (handle: bigint | null, status: number, id: number) => {
+    send: registerCallback('send', (handle: Address, status: number, id: number) => {
       complete(handle, id, status, 0, 0n);
     }),
-    tagRecv: registerCallback('tagRecv', (handle: bigint | null, status: number, info: bigint | null, id: number) => {
-      if (info === null) complete(handle, id, status, 0, 0n);
+    tagRecv: registerCallback('tagRecv', (handle: Address, status: number, info: Address, id: number) => {
+      if (info === 0) complete(handle, id, status, 0, 0n);
       else {
         const fields = readStruct(info, RECV_INFO.size);
         complete(handle, id, status, sizeAt(fields, LENGTH_OFFSET), fields.readBigUInt64LE(TAG_OFFSET));
       }
     }),
-    streamRecv: registerCallback('streamRecv', (handle: bigint | null, status: number, length: number, id: number) => {
+    streamRecv: registerCallback('streamRecv', (handle: Address, status: number, length: number, id: number) => {
       complete(handle, id, status, length, 0n);
     }),
   };

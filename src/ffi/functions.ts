@@ -10,6 +10,12 @@ import { checkUcxVersion, loadLibraries } from './library.js';
 export type Ptr = bigint | null;
 /** What a `void *` argument accepts: an address, NULL, or JS memory (passed as its data pointer). */
 export type PtrArg = bigint | null | ArrayBufferView | ArrayBuffer | SharedArrayBuffer;
+/**
+ * An address as a callback receives it: a `uintptr_t`, so a number (0 for NULL), which costs no BigInt
+ * allocation per pointer. User-space addresses on x86-64 stay below 2^47, exact in a double; koffi would
+ * hand a larger one over as a bigint, which every `uintptr_t` argument below accepts too.
+ */
+export type Address = number | bigint;
 
 /** The typed surface of the loaded libraries. */
 export interface UcxFunctions {
@@ -77,7 +83,7 @@ export interface UcxFunctions {
   ucp_atomic_op_nbx(ep: Ptr, opcode: number, buffer: PtrArg, count: number, remoteAddr: bigint | number, rkey: Ptr, param: PtrArg): Ptr;
 
   ucp_request_cancel(worker: Ptr, request: Ptr): void;
-  ucp_request_free(request: Ptr): void;
+  ucp_request_free(request: bigint | Address): void;
   ucp_request_check_status(request: Ptr): number;
 
   ucs_config_parser_print_all_opts(stream: Ptr, prefix: string, flags: number, list: Ptr): void;
@@ -92,22 +98,26 @@ export interface UcxFunctions {
   fclose(stream: Ptr): number;
   free(pointer: Ptr): void;
   /** Copies C memory into a JS buffer (cheaper than a koffi view plus a copy). */
-  memcpy(destination: PtrArg, source: Ptr, length: number): void;
+  memcpy(destination: PtrArg, source: Address, length: number): void;
 }
 
-/** The C callback prototypes ucxx-ts registers (once each, dispatching on `user_data`/`arg`). */
+/**
+ * The C callback prototypes ucxx-ts registers (once each, dispatching on `user_data`/`arg`). Their
+ * pointers are `uintptr_t` (see Address): a `void *` argument arrives as a BigInt, one allocation and
+ * conversion per pointer, per completion or message.
+ */
 export const callbackTypes = {
-  send: koffi.pointer(koffi.proto('void ucxx_send_cb(void *request, int8_t status, uintptr_t user_data)')),
+  send: koffi.pointer(koffi.proto('void ucxx_send_cb(uintptr_t request, int8_t status, uintptr_t user_data)')),
   tagRecv: koffi.pointer(
-    koffi.proto('void ucxx_tag_recv_cb(void *request, int8_t status, void *info, uintptr_t user_data)'),
+    koffi.proto('void ucxx_tag_recv_cb(uintptr_t request, int8_t status, uintptr_t info, uintptr_t user_data)'),
   ),
   streamRecv: koffi.pointer(
-    koffi.proto('void ucxx_stream_recv_cb(void *request, int8_t status, size_t length, uintptr_t user_data)'),
+    koffi.proto('void ucxx_stream_recv_cb(uintptr_t request, int8_t status, size_t length, uintptr_t user_data)'),
   ),
   epError: koffi.pointer(koffi.proto('void ucxx_ep_err_cb(uintptr_t arg, void *ep, int8_t status)')),
   connRequest: koffi.pointer(koffi.proto('void ucxx_conn_cb(void *conn_request, uintptr_t arg)')),
   amRecv: koffi.pointer(koffi.proto(
-    'int8_t ucxx_am_recv_cb(uintptr_t arg, void *header, size_t header_length, void *data, size_t length, void *param)',
+    'int8_t ucxx_am_recv_cb(uintptr_t arg, uintptr_t header, size_t header_length, uintptr_t data, size_t length, uintptr_t param)',
   )),
 } as const;
 
@@ -171,7 +181,8 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'void ucp_am_data_release(void *worker, void *data)',
     'void *ucp_atomic_op_nbx(void *ep, uint32_t opcode, void *buffer, size_t count, uint64_t remote_addr, void *rkey, void *param)',
     'void ucp_request_cancel(void *worker, void *request)',
-    'void ucp_request_free(void *request)',
+    // uintptr_t: called with the addresses completion callbacks receive as numbers.
+    'void ucp_request_free(uintptr_t request)',
     'int8_t ucp_request_check_status(void *request)',
   ],
   libc: [
@@ -181,7 +192,7 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'int fclose(void *stream)',
     'void free(void *ptr)',
     // Declared returning void: the returned pointer would cost a BigInt per call.
-    'void memcpy(void *dest, const void *src, size_t n)',
+    'void memcpy(void *dest, uintptr_t src, size_t n)',
   ],
 };
 

@@ -6,10 +6,10 @@
 import koffi from 'koffi';
 import { isMainThread } from 'node:worker_threads';
 import { RelayWatch, type FdWatch } from './fd-relay.js';
-import { callbackTypes, declareFunctions, type CallbackKind, type UcxFunctions } from './functions.js';
+import { callbackTypes, declareFunctions, type Address, type CallbackKind, type UcxFunctions } from './functions.js';
 
 export { UcxLibraryNotFoundError, UnsupportedUcxVersionError, SUPPORTED_UCX } from './library.js';
-export type { Ptr, PtrArg, UcxFunctions, CallbackKind } from './functions.js';
+export type { Address, Ptr, PtrArg, UcxFunctions, CallbackKind } from './functions.js';
 export * as layouts from './layouts.js';
 export type { Layout } from './layouts.js';
 export { CONSTANTS, UCP_API_MAJOR, UCP_API_MINOR, c, type ConstantName } from './constants.js';
@@ -70,7 +70,7 @@ export function viewOfMemory(address: bigint, length: number): ArrayBuffer {
 }
 
 /** Copies `length` bytes of C memory at `address` into `destination` (which must hold them). */
-export function copyIntoMemory(destination: Uint8Array, address: bigint, length: number): void {
+export function copyIntoMemory(destination: Uint8Array, address: Address, length: number): void {
   if (length > destination.byteLength) throw new RangeError(`copy of ${length} bytes into ${destination.byteLength}`);
   if (length > 0) ucx().memcpy(destination, address, length);
 }
@@ -80,7 +80,7 @@ export function copyIntoMemory(destination: Uint8Array, address: bigint, length:
  * pooled slab, which is already outside V8's heap: a fresh small Uint8Array handed to C would first be
  * moved off-heap (~1.4 us), and a koffi view costs an external ArrayBuffer per call (~3 us together).
  */
-export function copyFromMemory(address: bigint, length: number): Buffer {
+export function copyFromMemory(address: Address, length: number): Buffer {
   if (length === 0) return Buffer.alloc(0);
   const out = Buffer.allocUnsafe(length);
   copyIntoMemory(out, address, length);
@@ -119,7 +119,7 @@ let structScratchAddress: bigint | undefined;
  * returns it, valid until the next call: one memcpy, then plain Buffer reads. (`koffi.decode` with a
  * type name parses the name on every call and costs about as much per field as this does per struct.)
  */
-export function readStruct(address: bigint, length: number): Buffer {
+export function readStruct(address: Address, length: number): Buffer {
   if (length > structScratch.length) throw new RangeError(`readStruct: ${length} bytes is over ${structScratch.length}`);
   structScratchAddress ??= addressOf(structScratch);
   ucx().memcpy(structScratchAddress, address, length);

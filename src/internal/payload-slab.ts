@@ -4,7 +4,7 @@
  * rates; Node's own Buffer pool only serves sizes below 4 KiB. Like that pool, a slice keeps its whole
  * slab (SLAB_SIZE) alive while it is reachable: copy out (`Buffer.from(slice)`) what you keep for long.
  */
-import { copyIntoMemory } from '../ffi/index.js';
+import { copyIntoMemory, type Address } from '../ffi/index.js';
 
 /** Slab size; payloads above MAX_SLICE get a buffer of their own. */
 const SLAB_SIZE = 256 * 1024;
@@ -14,7 +14,7 @@ let slab: ArrayBuffer | null = null;
 let used = 0;
 
 /** A new Buffer holding a copy of `length` bytes of C memory at `address`. */
-export function copyPayload(address: bigint, length: number): Buffer {
+export function copyPayload(address: Address, length: number): Buffer {
   let out: Buffer;
   if (length > MAX_SLICE) {
     out = Buffer.allocUnsafeSlow(length);
