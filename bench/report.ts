@@ -252,6 +252,9 @@ function floorRows(report: BenchReport): string[][] {
   };
   perOp('put_bw:flush1000', 'raw ucp_put_nbx 8 B');
   perOp('atomic_rate', 'raw ucp_atomic_op_nbx add 64');
+  // A receiving process pays at least the receive of a message that has arrived.
+  perOp('tag_bw:rate', 'raw ucp_tag_recv_nbx 8 B (arrived)');
+  perOp('am_bw:rate', 'raw am send + handler 8 B');
   return rows;
 }
 

@@ -106,6 +106,16 @@ TESTS['put_bw:flush1000'] = {
   noNet: 'no net equivalent (one-sided put + flush)', sizes: [8], base: 'put_bw', ucxxExtra: ['-F', '1000'],
   note: 'ucxx-ts flushes after every 1,000 puts; ucp_put_bw flushes once, at the end',
 };
+// The rate targets of 8 B tag and active messages: the bandwidth tests at 8 B, counted as messages per
+// second over the rate tests' 1,000,000 operations.
+TESTS['tag_bw:rate'] = {
+  kind: 'rate', c: { test: 'tag_bw', outstanding: 'same' }, net: null,
+  noNet: 'the 8 B net stream is in the tag_bw rows', sizes: [8], base: 'tag_bw',
+};
+TESTS['am_bw:rate'] = {
+  kind: 'rate', c: { test: 'ucp_am_bw', outstanding: 'same' }, net: null,
+  noNet: 'the 8 B net stream is in the am_bw rows', sizes: [8], base: 'am_bw',
+};
 // The latency targets are per progress mode: 8 B latency with the library's own 'polling' and 'event'
 // progress (Promises, the event loop running), against ucx_perftest polling (its default) and, for the
 // two-sided tests, sleeping (-E sleep: ucp_worker_wait between operations). Each runs twice: tuned

@@ -97,8 +97,8 @@ export interface UcxFunctions {
   open_memstream(bufferOut: Buffer, sizeOut: Buffer): Ptr;
   fclose(stream: Ptr): number;
   free(pointer: Ptr): void;
-  /** Copies C memory into a JS buffer (cheaper than a koffi view plus a copy). */
-  memcpy(destination: PtrArg, source: Address, length: number): void;
+  /** Copies between addresses (a JS buffer's from `addressOf`): cheaper than a koffi view plus a copy. */
+  memcpy(destination: Address, source: Address, length: number): void;
 }
 
 /**
@@ -192,7 +192,8 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'int fclose(void *stream)',
     'void free(void *ptr)',
     // Declared returning void: the returned pointer would cost a BigInt per call.
-    'void memcpy(void *dest, uintptr_t src, size_t n)',
+    // Addresses as numbers: koffi unwraps a TypedArray argument through several V8 calls.
+    'void memcpy(uintptr_t dest, uintptr_t src, size_t n)',
   ],
 };
 

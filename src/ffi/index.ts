@@ -72,7 +72,18 @@ export function viewOfMemory(address: bigint, length: number): ArrayBuffer {
 /** Copies `length` bytes of C memory at `address` into `destination` (which must hold them). */
 export function copyIntoMemory(destination: Uint8Array, address: Address, length: number): void {
   if (length > destination.byteLength) throw new RangeError(`copy of ${length} bytes into ${destination.byteLength}`);
-  if (length > 0) ucx().memcpy(destination, address, length);
+  if (length > 0) ucx().memcpy(addressOf(destination), address, length);
+}
+
+/**
+ * Copies `length` bytes of C memory at `address` to `offset` in a region of `regionLength` bytes at
+ * `regionAddress` (a JS buffer whose address its owner took once and keeps reachable).
+ */
+export function copyIntoRegion(regionAddress: number, regionLength: number, offset: number, address: Address, length: number): void {
+  if (offset < 0 || length < 0 || offset + length > regionLength) {
+    throw new RangeError(`copy of ${length} bytes at ${offset} into ${regionLength}`);
+  }
+  if (length > 0) ucx().memcpy(regionAddress + offset, address, length);
 }
 
 /**
@@ -112,7 +123,7 @@ export function pollReadable(fd: number, onReadable: () => void): FdWatch {
  * would be moved the first time its address is taken).
  */
 const structScratch = Buffer.allocUnsafeSlow(64).fill(0);
-let structScratchAddress: bigint | undefined;
+let structScratchAddress: number | undefined;
 
 /**
  * Copies the `length` (at most 64) bytes of a C struct at `address` into a shared scratch Buffer and
@@ -121,7 +132,7 @@ let structScratchAddress: bigint | undefined;
  */
 export function readStruct(address: Address, length: number): Buffer {
   if (length > structScratch.length) throw new RangeError(`readStruct: ${length} bytes is over ${structScratch.length}`);
-  structScratchAddress ??= addressOf(structScratch);
+  structScratchAddress ??= Number(addressOf(structScratch));
   ucx().memcpy(structScratchAddress, address, length);
   return structScratch;
 }
