@@ -32,7 +32,7 @@ import {
   kAbandon, kAborted, kBindSignal, kCreate, kDefer, kDetachable, kEndpointClosed, kEndpointOpened,
   kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMaxAmHeader,
   kOnPeerError, kOnSettle, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
-  kTagRecv, kUnpack, kWatched, kWireupFlush,
+  kStreamStashed, kTagRecv, kUnpack, kWatched, kWireupFlush,
 } from './internal/symbols.js';
 import { StreamReceiver } from './endpoint/stream-receiver.js';
 import {
@@ -230,6 +230,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       worker,
       receives: this.#receives,
       openHandle: () => (this.#state === 'open' ? this.#handle : null),
+      stashed: () => worker[kStreamStashed](this),
     });
     this.#peer = peer;
     this.#peerMode = errorMode === null ? null : errorMode === 'peer';
@@ -560,6 +561,31 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (options.signal?.aborted === true) return this.#worker[kAborted]('streamRecv');
     this.#stream.stopReadingAhead();
     return this.#stream.recv(bytes, options.waitAll === true, options.signal);
+  }
+
+  /**
+   * Copies into `buffer`, without waiting, the stream bytes that have arrived, up to its length; returns
+   * how many (0 when none has). It posts no receive: what it takes UCX already holds, and a part that
+   * does not fit stays for the next receive, in order. With `worker.streamReadyEndpoints()` it serves
+   * many endpoints from one loop, as a socket server does with epoll. A `streamRecv` still waiting on
+   * this endpoint is an InvalidStateError (the bytes go to it first). After the endpoint closed, it
+   * returns what was read ahead before.
+   *
+   * @example
+   * ```ts
+   * for (const ep of worker.streamReadyEndpoints()) {
+   *   const n = ep.streamRecvAvailable(buffer);
+   *   consume(ep, buffer.subarray(0, n));
+   * }
+   * ```
+   */
+  streamRecvAvailable(buffer: BufferSource): number {
+    const bytes = asBytes(buffer, 'streamRecvAvailable buffer');
+    if (bytes.byteLength === 0) throw new ArgumentOutOfRangeError('streamRecvAvailable needs a buffer of at least 1 byte');
+    if (this.#state !== 'open') return this.#stream.takeStash(bytes);
+    this[kLive]('streamRecvAvailable');
+    this.#stream.stopReadingAhead();
+    return this.#stream.takeAvailable(bytes);
   }
 
   /**

@@ -23,8 +23,8 @@ import type { ParamBlock } from './engine/param-blocks.js';
 import {
   kAbandon, kAborted, kBindSignal, kCloseWithin, kCreate, kDefer, kDetachable, kEndpointByHandle,
   kEndpointClosed, kEndpointOpened, kForceCloseAtExit, kGroup, kHandle, kHold, kListenerClosed, kLive,
-  kMaxAmHeader, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kTagRecv, kTeardownAtExit,
-  kUcxRequest, kUpdateBusy, kWorkerClosed,
+  kMaxAmHeader, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kStreamStashed, kTagRecv,
+  kTeardownAtExit, kUcxRequest, kUpdateBusy, kWorkerClosed,
 } from './internal/symbols.js';
 import { asBytes, byteLengthOf, optionsObject, toTag, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
@@ -796,6 +796,62 @@ export class Worker {
   /** @internal The Endpoint object for a ucp_ep_h of this worker, if it is one of ours. */
   [kEndpointByHandle](handle: bigint): Endpoint | undefined {
     return this.#endpointsByHandle.get(handle);
+  }
+
+  /** @internal An endpoint's stream receiver stashed bytes. */
+  [kStreamStashed](endpoint: Endpoint): void {
+    this.#streamStashed.add(endpoint);
+  }
+
+  /** Endpoints whose stash may hold stream bytes (see streamReadyEndpoints). */
+  readonly #streamStashed = new Set<Endpoint>();
+  /** ucp_stream_worker_poll's output array, grown on demand. */
+  #streamPollArray: Buffer | null = null;
+
+  /**
+   * The endpoints of this worker that have stream bytes waiting for a receive, after progressing once:
+   * those UCX reports (`ucp_stream_worker_poll`: bytes arrived while no receive of theirs was posted),
+   * and those holding bytes read ahead or kept from a cancelled receive. UCX reports an endpoint once
+   * per arrival: take what it has with `streamRecvAvailable` until that returns less than asked for, or
+   * it is reported again only when more arrives. At most `max` UCX-reported endpoints per call (the rest
+   * stay for the next).
+   *
+   * @example
+   * ```ts
+   * const buffer = new Uint8Array(1 << 20);
+   * while (serving) {
+   *   for (const ep of worker.streamReadyEndpoints()) {
+   *     let n;
+   *     while ((n = ep.streamRecvAvailable(buffer)) > 0) consume(ep, buffer.subarray(0, n));
+   *   }
+   *   await new Promise(setImmediate); // let the event loop (and the worker's progress) run
+   * }
+   * ```
+   */
+  streamReadyEndpoints(max = 64): Endpoint[] {
+    const handle = this[kLive]('Worker');
+    if (!Number.isSafeInteger(max) || max < 1 || max > 65536) {
+      throw new ArgumentOutOfRangeError(`max must be an integer in [1, 65536], got ${show(max)}`);
+    }
+    this.#engine.progress();
+    const layout = layouts.ucp_stream_poll_ep_t;
+    const bytes = layout.size * max;
+    if (this.#streamPollArray === null || this.#streamPollArray.byteLength < bytes) {
+      this.#streamPollArray = Buffer.alloc(Math.max(bytes, layout.size * 64));
+    }
+    const out = this.#streamPollArray;
+    const count = Number(ucx().ucp_stream_worker_poll(handle, out, max, 0));
+    if (count < 0) check(count, 'ucp_stream_worker_poll');
+    const ready: Endpoint[] = [];
+    for (let i = 0; i < count; i++) {
+      const endpoint = this.#endpointsByHandle.get(out.readBigUInt64LE(i * layout.size + layout.offsets.ep));
+      if (endpoint !== undefined) ready.push(endpoint);
+    }
+    for (const endpoint of this.#streamStashed) {
+      if (endpoint.streamBufferedBytes === 0) this.#streamStashed.delete(endpoint);
+      else if (!ready.includes(endpoint)) ready.push(endpoint);
+    }
+    return ready;
   }
 
   /** @internal A request that failed before reaching UCX because its signal had already aborted. */

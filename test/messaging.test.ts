@@ -6,7 +6,7 @@
 import { after, before, describe, test } from 'node:test';
 import { strict as assert } from 'node:assert';
 import {
-  CanceledError, ClosedError, Context, MessageTruncatedError, RejectedError, UcxError, createEndpointDuplex,
+  CanceledError, ClosedError, Context, InvalidStateError, MessageTruncatedError, RejectedError, UcxError, createEndpointDuplex,
   type Endpoint, type Worker,
   type AmMessage,
 } from 'ucxx-ts';
@@ -184,6 +184,66 @@ describe('stream', () => {
     }
     assert.equal(total, data.length);
     assert.equal(firstMismatch(Buffer.concat(got), data), -1);
+  });
+
+  /** Takes stream bytes as they arrive (streamReadyEndpoints + streamRecvAvailable), exactly `total`. */
+  async function takeAvailable(total: number, chunkSize: number): Promise<{ bytes: Buffer; sizes: number[] }> {
+    const got: Uint8Array[] = [];
+    const sizes: number[] = [];
+    let taken = 0;
+    const deadline = Date.now() + 20_000;
+    while (taken < total) {
+      assert.ok(Date.now() < deadline, `only ${taken} of ${total} bytes arrived`);
+      for (const ready of worker.streamReadyEndpoints()) {
+        assert.equal(ready, endpoint);
+        while (taken < total) {
+          const chunk = new Uint8Array(Math.min(chunkSize, total - taken));
+          const n = ready.streamRecvAvailable(chunk);
+          if (n === 0) break;
+          sizes.push(n);
+          got.push(chunk.subarray(0, n));
+          taken += n;
+          if (n < chunk.byteLength) break;
+        }
+      }
+      await new Promise(setImmediate);
+    }
+    return { bytes: Buffer.concat(got), sizes };
+  }
+
+  test('streamReadyEndpoints + streamRecvAvailable take what arrived without a receive, in order, byte-exact', async () => {
+    const data = pattern(31, 300_000);
+    assert.equal(endpoint.streamRecvAvailable(new Uint8Array(16)), 0);
+    await endpoint.streamSend(data);
+    // 5,000 B buffers, smaller than UCX's descriptors (8 KiB fragments on shared memory): every take
+    // leaves part of one for the next.
+    const { bytes, sizes } = await takeAvailable(data.length, 5000);
+    assert.equal(bytes.length, data.length);
+    assert.equal(firstMismatch(bytes, data), -1);
+    assert.ok(sizes.filter((n) => n === 5000).length >= 30, `sizes ${sizes.join(',')}`);
+    assert.equal(endpoint.streamRecvAvailable(new Uint8Array(16)), 0);
+  });
+
+  test('streamRecvAvailable, then streamRecv: the bytes keep their order across both', async () => {
+    const data = pattern(32, 100_000);
+    await endpoint.streamSend(data);
+    const head = await takeAvailable(7, 7);
+    const rest = new Uint8Array(data.length - head.bytes.length);
+    assert.equal(await endpoint.streamRecv(rest, { waitAll: true }), rest.length);
+    assert.equal(firstMismatch(Buffer.concat([head.bytes, rest]), data), -1);
+  });
+
+  test('a waiting streamRecv makes streamRecvAvailable an InvalidStateError, and still gets the bytes', async () => {
+    const back = new Uint8Array(8);
+    const receive = endpoint.streamRecv(back, { waitAll: true });
+    assert.throws(() => endpoint.streamRecvAvailable(new Uint8Array(8)),
+      (err: unknown) => err instanceof InvalidStateError && err.code === 'UCXX_ERR_INVALID_STATE');
+    assert.throws(() => endpoint.streamRecvAvailable(new Uint8Array(0)), RangeError);
+    const data = pattern(33, 8);
+    await endpoint.streamSend(data);
+    assert.equal(await receive, 8);
+    assert.equal(firstMismatch(back, data), -1);
+    assert.throws(() => worker.streamReadyEndpoints(0), RangeError);
   });
 
   test('a Node Duplex over the endpoint stream: written bytes come back in order through the echo', async () => {

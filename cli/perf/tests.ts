@@ -236,6 +236,36 @@ const tests: readonly PerfTest[] = [
     }),
   },
   {
+    name: 'stream_poll_bw',
+    summary: 'stream_bw, the server taking what arrived without a receive (streamReadyEndpoints, streamRecvAvailable)',
+    kind: 'bandwidth',
+    completion: 'ack',
+    ucxPerftest: { test: 'stream_bw', outstanding: 'same' },
+    net: { mode: 'bw' },
+    sizes: [8, 64 * 1024, 1024 * 1024],
+    client: ({ endpoint, data }) => ({ post: () => endpoint.streamSend(data) }),
+    server: ({ worker, endpoint, yieldOnce }) => ({
+      async receive(buffer, total) {
+        const expected = total * buffer.byteLength;
+        let received = 0;
+        while (received < expected) {
+          for (const ready of worker.streamReadyEndpoints()) {
+            if (ready !== endpoint) continue;
+            let n: number;
+            while ((n = ready.streamRecvAvailable(buffer.subarray(0, Math.min(buffer.byteLength, expected - received)))) > 0) {
+              received += n;
+              if (received === expected) break;
+            }
+          }
+          if (received < expected) {
+            const pending = yieldOnce();
+            if (pending !== undefined) await pending;
+          }
+        }
+      },
+    }),
+  },
+  {
     name: 'am_lat',
     summary: 'active-message ping-pong (the server\'s handler answers), half the round trip',
     kind: 'latency',

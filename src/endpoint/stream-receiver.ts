@@ -5,8 +5,9 @@
  * and drops an endpoint's unreceived stream bytes when the peer goes away; the stash and the read-ahead
  * keep both from losing data.
  */
-import { CONSTANTS, ucx } from '../ffi/index.js';
+import { CONSTANTS, UCS_INPROGRESS, copyFromMemory, copyIntoMemory, statusOfPtr, ucx } from '../ffi/index.js';
 import { CanceledError } from '../errors.js';
+import { InvalidStateError } from '../internal/misuse-errors.js';
 import { Request, ResultKind, type AnyRequest } from '../request.js';
 import { INTERNAL } from '../internal/misuse-errors.js';
 import {
@@ -36,6 +37,8 @@ export interface StreamReceiverHost {
   readonly receives: Set<AnyRequest>;
   /** The ucp_ep_h while the endpoint is open, null otherwise. */
   openHandle(): bigint | null;
+  /** Bytes went into the stash (the worker's `streamReadyEndpoints` reports the endpoint). */
+  stashed(): void;
 }
 
 export class StreamReceiver {
@@ -189,7 +192,7 @@ export class StreamReceiver {
     if (this.#entries[0] === head) this.#entries.shift();
     if (head.request.completed || head.ahead === true) {
       // Cancelled meanwhile, or read ahead: keep what arrived for the next receive.
-      if (status === 0 && length > 0) this.#stash.push(target.slice(0, length));
+      if (status === 0 && length > 0) this.#stashPush(target.slice(0, length));
       if (head.ahead === true) {
         this.#host.receives.delete(head.request);
         head.request[kComplete](status === 0 ? 0 : status, 0, 0n);
@@ -206,6 +209,44 @@ export class StreamReceiver {
       head.request[kFail](error ?? new CanceledError('streamRecv'));
     }
     this.#pump();
+  }
+
+  #stashPush(bytes: Uint8Array): void {
+    this.#stash.push(bytes);
+    this.#host.stashed();
+  }
+
+  /**
+   * Copies into `bytes`, without waiting, what has arrived and no receive waits for: the stash first,
+   * then the data UCX holds for the endpoint, one receive descriptor at a time
+   * (`ucp_stream_recv_data_nb`, released at once); the part of a descriptor that does not fit is
+   * stashed for the next receive. Returns how many bytes (0: nothing has arrived).
+   */
+  takeAvailable(bytes: Uint8Array): number {
+    if (this.#entries.some((entry) => entry.ahead !== true && !entry.request.completed)) {
+      throw new InvalidStateError('streamRecvAvailable: a streamRecv of this endpoint is waiting, and the bytes that arrive go to it first');
+    }
+    let filled = this.takeStash(bytes);
+    const handle = this.#host.openHandle();
+    if (handle === null) return filled;
+    const api = ucx();
+    const lengthOut = this.#host.worker[kRequests].params.streamLength;
+    while (filled < bytes.byteLength) {
+      // With a UCX receive still posted (a cancelled one's, or a read-ahead), UCX holds no data: what
+      // arrives goes to that receive, then to the stash.
+      const data = api.ucp_stream_recv_data_nb(handle, lengthOut.address);
+      if (data === null || statusOfPtr(data) !== UCS_INPROGRESS) break;
+      const length = Number(lengthOut.u64());
+      const n = Math.min(length, bytes.byteLength - filled);
+      try {
+        copyIntoMemory(bytes.subarray(filled, filled + n), data, n);
+        if (n < length) this.#stashPush(copyFromMemory(data + BigInt(n), length - n));
+      } finally {
+        api.ucp_stream_data_release(handle, data);
+      }
+      filled += n;
+    }
+    return filled;
   }
 
   /** Moves stashed stream bytes into `bytes`; returns how many. */

@@ -74,6 +74,9 @@ export interface UcxFunctions {
 
   ucp_stream_send_nbx(ep: Ptr, buffer: PtrArg, count: number, param: PtrArg): Ptr;
   ucp_stream_recv_nbx(ep: Ptr, buffer: PtrArg, count: number, lengthOut: PtrArg, param: PtrArg): Ptr;
+  ucp_stream_recv_data_nb(ep: Ptr, lengthOut: PtrArg): Ptr;
+  ucp_stream_data_release(ep: Ptr, data: Ptr): void;
+  ucp_stream_worker_poll(worker: Ptr, pollEps: Buffer, maxEps: number, flags: number): number;
 
   ucp_worker_set_am_recv_handler(worker: Ptr, param: Buffer): number;
   ucp_am_send_nbx(ep: Ptr, id: number, header: PtrArg, headerLength: number, buffer: PtrArg, count: number, param: PtrArg): Ptr;
@@ -175,6 +178,9 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'void *ucp_tag_msg_recv_nbx(void *worker, void *buffer, size_t count, void *message, void *param)',
     'void *ucp_stream_send_nbx(void *ep, void *buffer, size_t count, void *param)',
     'void *ucp_stream_recv_nbx(void *ep, void *buffer, size_t count, void *length, void *param)',
+    'void *ucp_stream_recv_data_nb(void *ep, void *length)',
+    'void ucp_stream_data_release(void *ep, void *data)',
+    'int64_t ucp_stream_worker_poll(void *worker, void *poll_eps, size_t max_eps, unsigned int flags)',
     'int8_t ucp_worker_set_am_recv_handler(void *worker, void *param)',
     'void *ucp_am_send_nbx(void *ep, uint32_t id, void *header, size_t header_length, void *buffer, size_t count, void *param)',
     'void *ucp_am_recv_data_nbx(void *worker, void *data_desc, void *buffer, size_t count, void *param)',

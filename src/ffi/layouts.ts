@@ -196,11 +196,18 @@ export const ucp_dt_iov_t = layout<'buffer' | 'length'>(
   koffi.struct('ucp_dt_iov_t', { buffer: ptr, length: 'size_t' }),
 );
 
+export const ucp_stream_poll_ep_t = layout<'ep' | 'user_data' | 'flags'>(
+  'ucp_stream_poll_ep_t',
+  koffi.struct('ucp_stream_poll_ep_t', {
+    ep: ptr, user_data: ptr, flags: 'unsigned int', reserved: koffi.array('uint8_t', 16),
+  }),
+);
+
 /** Every layout, for the probe test. */
 export const LAYOUTS: readonly Layout[] = [
   ucp_params_t, ucp_worker_params_t, ucp_worker_attr_t, ucp_ep_params_t, ucp_listener_params_t,
   ucp_listener_attr_t, ucp_conn_request_attr_t, ucp_mem_map_params_t, ucp_mem_attr_t, ucp_request_param_t,
-  ucp_tag_recv_info_t, ucp_am_handler_param_t, ucp_am_recv_param_t, ucp_dt_iov_t,
+  ucp_tag_recv_info_t, ucp_am_handler_param_t, ucp_am_recv_param_t, ucp_dt_iov_t, ucp_stream_poll_ep_t,
 ];
 
 /** The size of `ucs_status_t` as declared in every signature and field. */

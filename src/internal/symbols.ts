@@ -47,6 +47,8 @@ export const kKeyUnpacked: unique symbol = Symbol('ucxx-ts.keyUnpacked');
 export const kKeyClosed: unique symbol = Symbol('ucxx-ts.keyClosed');
 export const kUnpack: unique symbol = Symbol('ucxx-ts.unpack');
 export const kReadStreamAhead: unique symbol = Symbol('ucxx-ts.readStreamAhead');
+/** Worker: an endpoint's stream receiver stashed bytes (streamReadyEndpoints reports it). */
+export const kStreamStashed: unique symbol = Symbol('ucxx-ts.streamStashed');
 export const kWireupFlush: unique symbol = Symbol('ucxx-ts.wireupFlush');
 export const kForceCloseAtExit: unique symbol = Symbol('ucxx-ts.forceCloseAtExit');
 export const kCloseWithin: unique symbol = Symbol('ucxx-ts.closeWithin');
