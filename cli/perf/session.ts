@@ -173,10 +173,14 @@ async function serveOne(context: Context, worker: Worker, controlWorker: Worker,
     // served by this worker's progress: keep progressing (spinning in 'spin' mode) until the client says
     // it is done.
     const done = worker.tagRecv(new Uint8Array(1), DONE_TAG);
-    while (!done.completed) {
-      const pending = run.yieldOnce();
-      if (pending !== undefined) await pending;
-      await session.poll?.();
+    if (spin) {
+      while (!done.completed) {
+        worker.progress();
+        await session.poll?.();
+      }
+    } else {
+      // The worker's own progress serves the client meanwhile, as in a user's server.
+      await done;
     }
   } finally {
     session.close?.();

@@ -307,15 +307,17 @@ const tests: readonly PerfTest[] = [
         close: () => worker.setAmHandler(AM_PONG, null),
       };
     },
-    server: ({ worker, scratch }) => {
-      // Echo the payload: eager messages at once, rendezvous ones once fetched (checked by poll(): in
-      // 'spin' no Promise continuation runs while the server spins).
+    server: ({ plan, worker, scratch }) => {
+      // Echo the payload: eager messages at once, rendezvous ones once fetched (in 'spin', checked by
+      // poll(): no Promise continuation runs while the server spins).
       const fetching: { request: Request<Uint8Array>; reply: Endpoint }[] = [];
+      const spin = plan.progress === 'spin';
       worker.setAmHandler(AM_PING, (message) => {
         const reply = message.replyEndpoint;
         if (reply === null) return;
-        if (message.rendezvous) fetching.push({ request: message.receive(scratch), reply });
-        else void reply.amSend(AM_PONG, null, message.data ?? new Uint8Array(0));
+        if (!message.rendezvous) void reply.amSend(AM_PONG, null, message.data ?? new Uint8Array(0));
+        else if (spin) fetching.push({ request: message.receive(scratch), reply });
+        else void message.receive(scratch).promise.then((data) => reply.amSend(AM_PONG, null, data));
       });
       return {
         async poll() {
