@@ -565,8 +565,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /**
    * Copies into `buffer`, without waiting, the stream bytes that have arrived, up to its length; returns
-   * how many (0 when none has). It posts no receive: what it takes UCX already holds, and a part that
-   * does not fit stays for the next receive, in order. With `worker.streamReadyEndpoints()` it serves
+   * how many (0 when none has). It waits for nothing: what it takes has arrived (read ahead, for an
+   * accepted or connecting endpoint, or held by UCX), and a part that does not fit stays for the next
+   * receive, in order. With `worker.streamReadyEndpoints()` it serves
    * many endpoints from one loop, as a socket server does with epoll. A `streamRecv` still waiting on
    * this endpoint is an InvalidStateError (the bytes go to it first). After the endpoint closed, it
    * returns what was read ahead before.
@@ -584,7 +585,6 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (bytes.byteLength === 0) throw new ArgumentOutOfRangeError('streamRecvAvailable needs a buffer of at least 1 byte');
     if (this.#state !== 'open') return this.#stream.takeStash(bytes);
     this[kLive]('streamRecvAvailable');
-    this.#stream.stopReadingAhead();
     return this.#stream.takeAvailable(bytes);
   }
 

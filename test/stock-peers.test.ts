@@ -188,6 +188,38 @@ for (const api of APIS) {
   });
 }
 
+test('stock UCX stream client: an ucxx-ts server takes its bytes by polling (streamReadyEndpoints, streamRecvAvailable)', async () => {
+  for (const size of SIZES) {
+    await using context = new Context({ features: ['stream', 'wakeup'] });
+    const worker = context.createWorker();
+    const listener = worker.listen({ host: '127.0.0.1', port: 0 });
+    const accepted = listener[Symbol.asyncIterator]().next();
+    const client = new StockProgram(['-a', '127.0.0.1', '-p', String(listener.port), '-c', 'stream', '-s', String(size)]);
+    try {
+      const endpoint = (await within(accepted, 'the accepted endpoint', client)).value as Endpoint | undefined;
+      assert.ok(endpoint !== undefined);
+      const received = new Uint8Array(size);
+      let filled = 0;
+      const deadline = Date.now() + STEP_MS;
+      while (filled < size) {
+        assert.ok(Date.now() < deadline, `${filled} of ${size} stream bytes by polling:\n${client.output}`);
+        for (const ready of worker.streamReadyEndpoints()) {
+          assert.equal(ready, endpoint);
+          filled += ready.streamRecvAvailable(received.subarray(filled));
+        }
+        await new Promise(setImmediate);
+      }
+      assert.deepEqual(Buffer.from(received), Buffer.from(stockMessage(size)), `stream ${size} B by polling`);
+      const { code, signal } = await within(client.exited, 'the stock client to exit', client);
+      assert.equal(signal, null, `the stock client was killed by ${signal}:\n${client.output}`);
+      assert.equal(code, 0, `the stock client failed:\n${client.output}`);
+      void endpoint.close();
+    } finally {
+      client.kill();
+    }
+  }
+});
+
 test('stream in PEER mode between contexts of different features: a clear error naming the fix, and the fix works', async () => {
   // Between hosts ucxx-ts uses PEER mode, where UCX 1.13 cannot wire a stream endpoint between contexts
   // with different features; 'peer' on one host reproduces that.

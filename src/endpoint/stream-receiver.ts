@@ -220,7 +220,9 @@ export class StreamReceiver {
    * Copies into `bytes`, without waiting, what has arrived and no receive waits for: the stash first,
    * then the data UCX holds for the endpoint, one receive descriptor at a time
    * (`ucp_stream_recv_data_nb`, released at once); the part of a descriptor that does not fit is
-   * stashed for the next receive. Returns how many bytes (0: nothing has arrived).
+   * stashed for the next receive. Returns how many bytes (0: nothing has arrived). A read-ahead goes
+   * on (resumed once the stash has room): it keeps what a peer sent before it went away, which UCX
+   * would drop from its own queue.
    */
   takeAvailable(bytes: Uint8Array): number {
     if (this.#entries.some((entry) => entry.ahead !== true && !entry.request.completed)) {
@@ -245,6 +247,9 @@ export class StreamReceiver {
         api.ucp_stream_data_release(handle, data);
       }
       filled += n;
+    }
+    if (this.#readingAhead && this.#active === null && this.bufferedBytes < READ_AHEAD_LIMIT) {
+      this.#post(new Uint8Array(READ_AHEAD_CHUNK), false, undefined, true);
     }
     return filled;
   }
