@@ -91,8 +91,8 @@ async function startClient(): Promise<Peer> {
 /**
  * UCX 1.13 can abort the client itself when it purges the requests of an endpoint that failed with
  * rendezvous sends or gets still queued toward the peer (ucp_ep_reqs_purge -> ucp_request_memory_dereg
- * -> ucp_mem_rereg_mds, "failed to dereg from md[..]=posix", then cma_md.c:169 asserts): seen once in
- * four CI runs of the SIGSTOP test, never in isolated runs (docs/reliability.md). Nothing ucxx-ts passes
+ * -> ucp_mem_rereg_mds, "failed to dereg from md[..]=posix", then cma_md.c:169 asserts): in up to a
+ * third of the runs of the SIGSTOP test (docs/reliability.md). Nothing ucxx-ts passes
  * decides it. A test that meets exactly this abort is reported as a TODO with the client's output, and
  * the client is restarted for the tests after it; any other failure fails.
  */
