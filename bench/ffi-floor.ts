@@ -57,20 +57,18 @@ export interface FloorFigure {
 const CALLS = 200_000;
 const RUNS = 5;
 
+/** The best ns per call of a loop of `n` calls, timed whole. */
 function best(fn: (n: number) => void): number {
-  fn(CALLS); // warm-up: V8 compiles the loop
-  let min = Infinity;
-  for (let r = 0; r < RUNS; r++) {
+  return bestTimed((n) => {
     const t0 = performance.now();
-    fn(CALLS);
-    min = Math.min(min, ((performance.now() - t0) * 1e6) / CALLS);
-  }
-  return Math.round(min * 10) / 10;
+    fn(n);
+    return performance.now() - t0;
+  });
 }
 
-/** Like best, for a loop that returns the milliseconds it spent in what it times. */
+/** The best ns per call of a loop that returns the milliseconds it spent in what it times. */
 function bestTimed(fn: (n: number) => number): number {
-  fn(CALLS);
+  fn(CALLS); // warm-up: V8 compiles the loop
   let min = Infinity;
   for (let r = 0; r < RUNS; r++) min = Math.min(min, (fn(CALLS) * 1e6) / CALLS);
   return Math.round(min * 10) / 10;

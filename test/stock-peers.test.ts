@@ -101,6 +101,13 @@ function stockMessage(size: number): Uint8Array {
   return bytes;
 }
 
+/** Waits for the stock client to exit, and checks that it exited by itself with status 0. */
+async function exitsCleanly(client: StockProgram): Promise<void> {
+  const { code, signal } = await within(client.exited, 'the stock client to exit', client);
+  assert.equal(signal, null, `the stock client was killed by ${signal}:\n${client.output}`);
+  assert.equal(code, 0, `the stock client failed:\n${client.output}`);
+}
+
 function within<T>(promise: PromiseLike<T>, what: string, peer: StockProgram, ms = STEP_MS): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
@@ -177,9 +184,7 @@ for (const api of APIS) {
           bytes = await within(amReceived as Promise<Uint8Array>, 'the active message', client);
         }
         assert.deepEqual(Buffer.from(bytes), Buffer.from(stockMessage(size)), `${api} ${size} B from the stock client`);
-        const { code, signal } = await within(client.exited, 'the stock client to exit', client);
-        assert.equal(signal, null, `the stock client was killed by ${signal}:\n${client.output}`);
-        assert.equal(code, 0, `the stock client failed:\n${client.output}`);
+        await exitsCleanly(client);
         void endpoint.close();
       } finally {
         client.kill();
@@ -210,9 +215,7 @@ test('stock UCX stream client: an ucxx-ts server takes its bytes by polling (str
         await new Promise(setImmediate);
       }
       assert.deepEqual(Buffer.from(received), Buffer.from(stockMessage(size)), `stream ${size} B by polling`);
-      const { code, signal } = await within(client.exited, 'the stock client to exit', client);
-      assert.equal(signal, null, `the stock client was killed by ${signal}:\n${client.output}`);
-      assert.equal(code, 0, `the stock client failed:\n${client.output}`);
+      await exitsCleanly(client);
       void endpoint.close();
     } finally {
       client.kill();

@@ -117,6 +117,11 @@ const AM_PONG = 102;
 
 const ONE_SIDED_NO_NET = { mode: null, why: 'no net equivalent (one-sided get)' } as const;
 
+/** The client of the stream bandwidth tests: `-O` streamSends in flight. */
+function streamSendClient({ endpoint, data }: ClientRun): StreamingClient {
+  return { post: () => endpoint.streamSend(data) };
+}
+
 /** Receives `total` messages with `receive`, keeping `outstanding` posted (the oldest waited before reuse). */
 async function receiveRing(wait: Wait, outstanding: number, total: number, receive: () => Request<unknown>): Promise<void> {
   const ring = new Window(outstanding);
@@ -225,7 +230,7 @@ const tests: readonly PerfTest[] = [
     completion: 'ack',
     ucxPerftest: { test: 'stream_bw', outstanding: 'same' },
     net: { mode: 'bw' },
-    client: ({ endpoint, data }) => ({ post: () => endpoint.streamSend(data) }),
+    client: streamSendClient,
     server: ({ endpoint, wait }) => ({
       async receive(buffer, total) {
         for (let k = 0; k < total; k++) {
@@ -243,7 +248,7 @@ const tests: readonly PerfTest[] = [
     ucxPerftest: { test: 'stream_bw', outstanding: 'same' },
     net: { mode: 'bw' },
     sizes: [8, 64 * 1024, 1024 * 1024],
-    client: ({ endpoint, data }) => ({ post: () => endpoint.streamSend(data) }),
+    client: streamSendClient,
     server: ({ worker, endpoint, yieldOnce }) => ({
       async receive(buffer, total) {
         const expected = total * buffer.byteLength;

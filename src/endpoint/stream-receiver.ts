@@ -5,7 +5,7 @@
  * and drops an endpoint's unreceived stream bytes when the peer goes away; the stash and the read-ahead
  * keep both from losing data.
  */
-import { CONSTANTS, UCS_INPROGRESS, copyFromMemory, copyIntoMemory, statusOfPtr, ucx } from '../ffi/index.js';
+import { CONSTANTS, UCS_INPROGRESS, addressOf, copyFromMemory, copyIntoRegion, statusOfPtr, ucx } from '../ffi/index.js';
 import { CanceledError } from '../errors.js';
 import { InvalidStateError } from '../internal/misuse-errors.js';
 import { Request, ResultKind, type AnyRequest } from '../request.js';
@@ -233,6 +233,8 @@ export class StreamReceiver {
     if (handle === null) return filled;
     const api = ucx();
     const lengthOut = this.#host.worker[kRequests].params.streamLength;
+    // The destination's address, taken at the first descriptor (none when UCX holds nothing).
+    let destination = -1;
     while (filled < bytes.byteLength) {
       // With a UCX receive still posted (a cancelled one's, or a read-ahead), UCX holds no data: what
       // arrives goes to that receive, then to the stash.
@@ -241,7 +243,8 @@ export class StreamReceiver {
       const length = Number(lengthOut.u64());
       const n = Math.min(length, bytes.byteLength - filled);
       try {
-        copyIntoMemory(bytes.subarray(filled, filled + n), data, n);
+        if (destination < 0) destination = Number(addressOf(bytes));
+        copyIntoRegion(destination, bytes.byteLength, filled, data, n);
         if (n < length) this.#stashPush(copyFromMemory(data + BigInt(n), length - n));
       } finally {
         api.ucp_stream_data_release(handle, data);

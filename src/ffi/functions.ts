@@ -86,7 +86,7 @@ export interface UcxFunctions {
   ucp_atomic_op_nbx(ep: Ptr, opcode: number, buffer: PtrArg, count: number, remoteAddr: bigint | number, rkey: Ptr, param: PtrArg): Ptr;
 
   ucp_request_cancel(worker: Ptr, request: Ptr): void;
-  ucp_request_free(request: bigint | Address): void;
+  ucp_request_free(request: Address): void;
   ucp_request_check_status(request: Ptr): number;
 
   ucs_config_parser_print_all_opts(stream: Ptr, prefix: string, flags: number, list: Ptr): void;
