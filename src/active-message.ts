@@ -26,6 +26,7 @@ import {
 import { copyPayload } from './internal/payload-slab.js';
 import { ClosedError } from './errors.js';
 import { Request, ResultKind } from './request.js';
+import { requestOperation } from './engine/operations.js';
 import { SlotTable } from './internal/slot-table.js';
 import { asBytes, type BufferSource, show } from './internal/bytes.js';
 import {
@@ -176,6 +177,7 @@ export class AmMessage {
    * }
    * ```
    */
+  @requestOperation
   receive(buffer?: BufferSource): Request<Uint8Array> {
     const target = buffer === undefined ? null : asBytes(buffer, 'AM receive buffer');
     if (target !== null && target.byteLength < this.length) {

@@ -26,6 +26,7 @@ import { COMPLETED, Request, ResultKind, type AnyRequest, type TagRecvInfo } fro
 import { SlotTable } from './internal/slot-table.js';
 import { asBytes, byteLengthOf, optionsObject, toTag, toU64, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
+import { promiseOperation, requestOperation } from './engine/operations.js';
 import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
@@ -379,6 +380,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    */
   memPut(source: BufferSource, remoteKey: RemoteKey, offset?: number | bigint, options?: OperationOptions): Request<void>;
   memPut(source: BufferSource, remoteAddress: bigint, rkeyHandle: bigint, options?: OperationOptions): Request<void>;
+  @requestOperation
   memPut(source: BufferSource, target: RemoteKey | bigint, extra?: number | bigint, options?: OperationOptions): Request<void> {
     return this.#rma(true, source, target, extra, options);
   }
@@ -394,6 +396,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    */
   memGet(destination: BufferSource, remoteKey: RemoteKey, offset?: number | bigint, options?: OperationOptions): Request<void>;
   memGet(destination: BufferSource, remoteAddress: bigint, rkeyHandle: bigint, options?: OperationOptions): Request<void>;
+  @requestOperation
   memGet(destination: BufferSource, target: RemoteKey | bigint, extra?: number | bigint, options?: OperationOptions): Request<void> {
     return this.#rma(false, destination, target, extra, options);
   }
@@ -444,6 +447,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * await ep.tagSend([header, body], 8n);
    * ```
    */
+  @requestOperation
   tagSend(buffer: BufferSource | readonly BufferSource[], tag: bigint | number, options?: OperationOptions): Request<void> {
     return this.#tagSend(buffer, tag, false, options);
   }
@@ -457,6 +461,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * await ep.tagSendSync(Buffer.from('ready'), 5n); // resolves once the peer's receive has matched it
    * ```
    */
+  @requestOperation
   tagSendSync(buffer: BufferSource | readonly BufferSource[], tag: bigint | number, options?: OperationOptions): Request<void> {
     return this.#tagSend(buffer, tag, true, options);
   }
@@ -502,6 +507,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * const message = buffer.subarray(0, length);
    * ```
    */
+  @requestOperation
   tagRecv(
     buffer: BufferSource | readonly BufferSource[], tag: bigint | number, tagMask: bigint | number = FULL_MASK,
     options: ReceiveOptions = {},
@@ -524,6 +530,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * await ep.streamSend(body);
    * ```
    */
+  @requestOperation
   streamSend(buffer: BufferSource, options?: OperationOptions): Request<void> {
     const ep = this[kLive]('streamSend');
     const count = byteLengthOf(buffer, 'streamSend buffer');
@@ -548,6 +555,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * const n = await ep.streamRecv(buffer);
    * ```
    */
+  @requestOperation
   streamRecv(buffer: BufferSource, options: StreamRecvOptions = {}): Request<number> {
     options = optionsObject(options, 'streamRecv options');
     const bytes = asBytes(buffer, 'streamRecv buffer');
@@ -641,6 +649,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    */
   amSend(id: number, header: BufferSource | null, data: BufferSource | null, options?: AmSendOptions): Request<void>;
   amSend(data: BufferSource | null, options?: UcxxAmSendOptions): Request<void>;
+  @requestOperation
   amSend(
     first: number | BufferSource | null, second?: BufferSource | null | UcxxAmSendOptions,
     data: BufferSource | null = null, options: AmSendOptions = {},
@@ -695,6 +704,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * const { data, userHeader } = await ep.amRecv();
    * ```
    */
+  @promiseOperation
   amRecv(options?: { signal?: AbortSignal }): Promise<UcxxAmMessage> {
     return ucxxAmRecv(this, options);
   }
@@ -710,6 +720,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * await ep.tagMultiSend([meta, body, Buffer.alloc(0)], 7n);
    * ```
    */
+  @requestOperation
   tagMultiSend(buffers: readonly BufferSource[], tag: bigint | number): Request<void> {
     return tagMultiSend(this, buffers, tag);
   }
@@ -724,6 +735,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * const [meta, body] = await ep.tagMultiRecv(7n);
    * ```
    */
+  @promiseOperation
   tagMultiRecv(tag: bigint | number, tagMask?: bigint | number, options?: TagMultiRecvOptions): Promise<Uint8Array[]> {
     return tagMultiRecv(this.#worker, this, tag, tagMask, options);
   }
@@ -740,6 +752,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * const before = await ep.atomic('add', key, 0, 1n, { fetch: true });
    * ```
    */
+  @requestOperation
   atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: AtomicOptions = {}): Request<number | bigint | undefined> {
     const ep = this[kLive]('atomic');
     if (!(remoteKey instanceof RemoteKey)) throw new InvalidArgumentError('atomic: remoteKey must be a RemoteKey');
@@ -773,6 +786,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * const hits = await ep.fetchAdd(key, 8, 1);    // a 32-bit one at offset 8: a number
    * ```
    */
+  @requestOperation
   fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<number | bigint | undefined> {
     return this.atomic('add', remoteKey, offset, value, { ...options, fetch: true });
   }
@@ -786,6 +800,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * if (previous === 0n) console.log('locked');
    * ```
    */
+  @requestOperation
   compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number | bigint, desired: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<number | bigint | undefined> {
     return this.atomic('cswap', remoteKey, offset, desired, { ...options, compare: expected });
   }
@@ -817,6 +832,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * await ep.flush({ signal: AbortSignal.timeout(5000) }); // now visible at the owner
    * ```
    */
+  @requestOperation
   flush(options?: OperationOptions): Request<void> {
     const ep = this[kLive]('flush');
     const worker = this.#worker;
@@ -911,12 +927,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
     if (this.#armed <= 0) {
       if (this.#probe === null && this.#handle !== null) {
-        let probe: Request<void>;
-        try {
-          probe = this.flush();
-        } catch {
-          return; // the worker is closing
-        }
+        const probe = this.flush();
+        if (probe.error !== undefined) return; // the worker is closing
         if (probe.completed) this.#progress++;
         else {
           this.#probe = probe;

@@ -509,7 +509,7 @@ export class ConnectionRefusedError extends NotConnectedError {
  * ```ts
  * await ep.close();
  * try {
- *   ep.tagSend(data, 1n); // throws at once
+ *   await ep.tagSend(data, 1n); // the Request has failed at once: operations reject, they never throw
  * } catch (err) {
  *   if (err instanceof ClosedError) console.log(err.code, err.cause); // 'UCXX_ERR_CLOSED', the peer's failure if any
  * }
@@ -535,7 +535,7 @@ export class ClosedError extends Error {
  * // the owner exported the region with context.createMemoryHandle(size, buffer, { access: 'read' })
  * const key = createRemoteKeyFromSerialized(ep, keyBytes);
  * try {
- *   ep.memPut(data, key, 0);
+ *   await ep.memPut(data, key, 0);
  * } catch (err) {
  *   if (err instanceof RemoteAccessError) await ep.memGet(data, key, 0); // reads are allowed
  * }

@@ -4,7 +4,9 @@
  *
  * An operation that UCX completes at once returns an already-completed Request and creates no Promise
  * unless somebody awaits it; an immediate failure is only reported to whoever awaits (no unhandled
- * rejection for a fire-and-forget operation whose result is checked by a later flush).
+ * rejection for a fire-and-forget operation whose result is checked by a later flush). An operation never
+ * throws: a closed object, a bad argument or a failed bounds check is the failure of the Request it
+ * returns, already completed (`completed`, `error`), as a failure in flight would be (engine/operations.ts).
  *
  * ```ts
  * const req = endpoint.memPut(data, remoteKey);
@@ -321,10 +323,10 @@ export class Request<T = void> implements PromiseLike<T> {
     }
   }
 
-  /** @internal Fails with a given error (status taken from it when it is a UcxError). */
-  [kFail](error: Error): void {
+  /** @internal Fails with a given error (status taken from it when it is a UcxError, unless given). */
+  [kFail](error: Error, status?: number): void {
     if (this.#status !== UCS_INPROGRESS) return;
-    this.#status = (error as Partial<UcxError>).status ?? UCS_ERR_CANCELED;
+    this.#status = status ?? (error as Partial<UcxError>).status ?? UCS_ERR_CANCELED;
     this.#error = error;
     this.#finish();
     const reject = this.#reject;

@@ -19,6 +19,7 @@ import { ClosedError, ConnectionRefusedError, check, errorFromStatus } from './e
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
 import { ProgressEngine, type ProgressMode } from './engine/progress-engine.js';
 import { RequestEngine } from './engine/request-engine.js';
+import { failedRequest, promiseOperation, requestOperation } from './engine/operations.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
   kAbandon, kAborted, kBindSignal, kCloseWithin, kCreate, kDefer, kDetachable, kEndpointByHandle,
@@ -313,6 +314,7 @@ export class Worker {
    * await worker.flush();
    * ```
    */
+  @requestOperation
   flush(): Request<void> {
     const handle = this[kLive]('Worker');
     const requests = this[kRequests];
@@ -349,6 +351,7 @@ export class Worker {
    * const parts = await worker.tagRecv([header, body], 43n, undefined, { signal: AbortSignal.timeout(1000) });
    * ```
    */
+  @requestOperation
   tagRecv(
     buffer: BufferSource | readonly BufferSource[], tag: bigint | number, tagMask: bigint | number = FULL_MASK,
     options: ReceiveOptions = {},
@@ -425,9 +428,14 @@ export class Worker {
       length,
       senderTag,
       receive: (buffer: BufferSource) => {
-        if (received) throw new InvalidStateError('this probed message was already received');
-        received = true;
-        return this.#receiveProbed(message, buffer);
+        if (received) return failedRequest('tagRecv (probed)', new InvalidStateError('this probed message was already received'));
+        try {
+          const request = this.#receiveProbed(message, buffer);
+          received = true;
+          return request;
+        } catch (err) {
+          return failedRequest('tagRecv (probed)', err);
+        }
       },
     };
   }
@@ -482,6 +490,7 @@ export class Worker {
    * const frames = await worker.tagMultiRecv(7n);
    * ```
    */
+  @promiseOperation
   tagMultiRecv(tag: bigint | number, tagMask?: bigint | number, options?: TagMultiRecvOptions): Promise<Uint8Array[]> {
     return tagMultiRecv(this, this, tag, tagMask, options);
   }

@@ -7,6 +7,7 @@ import { strict as assert } from 'node:assert';
 import { Context, createRemoteKeyFromSerialized, type Endpoint, type RemoteKey } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
 import { within } from './helpers/deadline.js';
+import { failsAtOnce } from './helpers/fails-at-once.js';
 
 let peer: Peer;
 let context: Context;
@@ -87,14 +88,14 @@ for (const which of ['allocated', 'registered'] as const) {
 describe('atomic argument checks', () => {
   test('misaligned and out-of-range offsets are RangeErrors; bad ops and values are refused', () => {
     const key = keys.allocated;
-    assert.throws(() => endpoint.atomic('add', key, 4, 1n), RangeError); // 64-bit at 4
-    assert.throws(() => endpoint.atomic('add', key, 2, 1), RangeError); // 32-bit at 2
-    assert.throws(() => endpoint.atomic('add', key, 8192, 1), RangeError);
-    assert.throws(() => endpoint.atomic('add', key, 8188, 1n), RangeError);
-    assert.throws(() => endpoint.atomic('nand' as never, key, 0, 1), TypeError);
-    assert.throws(() => endpoint.atomic('add', key, 0, 2 ** 40), RangeError); // does not fit in 32 bits
-    assert.throws(() => endpoint.atomic('add', key, 0, 1, { width: 16 as never }), RangeError);
-    assert.throws(() => endpoint.atomic('cswap', key, 0, 1), TypeError); // needs compare
+    failsAtOnce(() => endpoint.atomic('add', key, 4, 1n), RangeError); // 64-bit at 4
+    failsAtOnce(() => endpoint.atomic('add', key, 2, 1), RangeError); // 32-bit at 2
+    failsAtOnce(() => endpoint.atomic('add', key, 8192, 1), RangeError);
+    failsAtOnce(() => endpoint.atomic('add', key, 8188, 1n), RangeError);
+    failsAtOnce(() => endpoint.atomic('nand' as never, key, 0, 1), TypeError);
+    failsAtOnce(() => endpoint.atomic('add', key, 0, 2 ** 40), RangeError); // does not fit in 32 bits
+    failsAtOnce(() => endpoint.atomic('add', key, 0, 1, { width: 16 as never }), RangeError);
+    failsAtOnce(() => endpoint.atomic('cswap', key, 0, 1), TypeError); // needs compare
   });
 });
 

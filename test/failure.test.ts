@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { Context, ClosedError, UcxError, CanceledError, createRemoteKeyFromSerialized, type Endpoint } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
+import { failsAtOnce } from './helpers/fails-at-once.js';
 
 const MiB = 1 << 20;
 
@@ -58,7 +59,7 @@ test('a peer killed in the middle of a transfer makes the waiting requests rejec
   assert.ok(endpoint.failure instanceof UcxError, 'endpoint.failure holds the peer error');
   assert.deepEqual(errors, [endpoint.failure], "one 'error' event with the failure");
   await assert.rejects(within(5_000, Promise.resolve(pendingReceive), 'pending receive'), CanceledError);
-  assert.throws(() => endpoint.memPut(data, key), ClosedError);
+  failsAtOnce(() => endpoint.memPut(data, key), ClosedError);
   const exit = await within(10_000, peer.exited, 'the killed peer exits');
   assert.equal(exit.signal, 'SIGKILL');
 });
@@ -173,7 +174,7 @@ test("a peer that closes while nothing waits on it: 'close' alone, closedByPeer;
       assert.equal(server.closedByPeer, true);
       assert.equal(server.failure, undefined);
     }
-    assert.throws(() => server.tagSend(new Uint8Array(1), 1n), ClosedError);
+    failsAtOnce(() => server.tagSend(new Uint8Array(1), 1n), ClosedError);
   }
   listener.close();
 });

@@ -14,6 +14,7 @@ import {
 } from 'ucxx-ts';
 
 import { peerEnvironment } from './helpers/env.js';
+import { failsAtOnce } from './helpers/fails-at-once.js';
 
 const PEERS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'peers');
 
@@ -45,9 +46,9 @@ describe('close', () => {
     const region = context.createMemoryHandle(4096);
     const key = region.createRemoteKey();
     await endpoint.close();
-    assert.throws(() => endpoint.tagSend(new Uint8Array(1), 1n), ClosedError);
-    assert.throws(() => endpoint.memGet(new Uint8Array(1), 1n, 1n), ClosedError);
-    assert.throws(() => endpoint.flush(), ClosedError);
+    failsAtOnce(() => endpoint.tagSend(new Uint8Array(1), 1n), ClosedError);
+    failsAtOnce(() => endpoint.memGet(new Uint8Array(1), 1n, 1n), ClosedError);
+    failsAtOnce(() => endpoint.flush(), ClosedError);
     listener.close();
     assert.throws(() => listener.getHandle(), ClosedError);
     region.close();
@@ -58,7 +59,7 @@ describe('close', () => {
     assert.throws(() => key.serialize(), ClosedError);
     await worker.close();
     assert.throws(() => worker.getAddress(), ClosedError);
-    assert.throws(() => worker.tagRecv(new Uint8Array(1), 1n), ClosedError);
+    failsAtOnce(() => worker.tagRecv(new Uint8Array(1), 1n), ClosedError);
     assert.throws(() => worker.listen(), ClosedError);
     assert.throws(() => worker.connectToAddress(new Uint8Array(10)), ClosedError);
     await assert.rejects(worker.connect('127.0.0.1', 1), ClosedError);

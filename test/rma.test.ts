@@ -9,6 +9,7 @@ import {
 } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
 import { firstMismatch, pattern } from './helpers/pattern.js';
+import { failsAtOnce } from './helpers/fails-at-once.js';
 
 const MiB = 1 << 20;
 const REGION = 65 * MiB;
@@ -96,21 +97,21 @@ for (const kind of ['allocated', 'registered'] as const) {
     });
 
     test('offset + length outside the region is a RangeError before UCX sees it', () => {
-      assert.throws(() => s.endpoint.memPut(new Uint8Array(2), s.key, REGION - 1), RangeError);
-      assert.throws(() => s.endpoint.memGet(new Uint8Array(1), s.key, REGION), RangeError);
-      assert.throws(() => s.endpoint.memPut(new Uint8Array(REGION + 1), s.key), RangeError);
-      assert.throws(() => s.endpoint.memPut(new Uint8Array(1), s.key, -1), RangeError);
-      assert.throws(() => s.endpoint.memPut(new Uint8Array(1), s.key, 2n ** 64n), RangeError);
-      assert.throws(() => s.endpoint.memPut(new Uint8Array(1), s.key, 1.5), RangeError);
+      failsAtOnce(() => s.endpoint.memPut(new Uint8Array(2), s.key, REGION - 1), RangeError);
+      failsAtOnce(() => s.endpoint.memGet(new Uint8Array(1), s.key, REGION), RangeError);
+      failsAtOnce(() => s.endpoint.memPut(new Uint8Array(REGION + 1), s.key), RangeError);
+      failsAtOnce(() => s.endpoint.memPut(new Uint8Array(1), s.key, -1), RangeError);
+      failsAtOnce(() => s.endpoint.memPut(new Uint8Array(1), s.key, 2n ** 64n), RangeError);
+      failsAtOnce(() => s.endpoint.memPut(new Uint8Array(1), s.key, 1.5), RangeError);
       // The last byte and an empty access at the very end are inside.
       assert.doesNotThrow(() => s.endpoint.memPut(new Uint8Array(1), s.key, REGION - 1));
       assert.doesNotThrow(() => s.endpoint.memPut(new Uint8Array(0), s.key, REGION));
     });
 
     test('bad arguments are TypeErrors', () => {
-      assert.throws(() => s.endpoint.memPut('text' as never, s.key), TypeError);
-      assert.throws(() => s.endpoint.memPut(new Uint8Array(1), {} as never), TypeError);
-      assert.throws(() => s.endpoint.memPut(new Uint8Array(1), 5n, 7 as never), TypeError);
+      failsAtOnce(() => s.endpoint.memPut('text' as never, s.key), TypeError);
+      failsAtOnce(() => s.endpoint.memPut(new Uint8Array(1), {} as never), TypeError);
+      failsAtOnce(() => s.endpoint.memPut(new Uint8Array(1), 5n, 7 as never), TypeError);
     });
   });
 }
@@ -121,7 +122,7 @@ describe('access rights', () => {
       const s = await connectToTarget({ kind, size: 4096, access: 'read' });
       try {
         assert.equal(s.key.access, 'read');
-        assert.throws(() => s.endpoint.memPut(new Uint8Array(8).fill(1), s.key, 0), RemoteAccessError);
+        failsAtOnce(() => s.endpoint.memPut(new Uint8Array(8).fill(1), s.key, 0), RemoteAccessError);
         await s.peer.call({ type: 'fill', offset: 0, length: 64, seed: 3 }, 'filled');
         const back = new Uint8Array(64);
         await s.endpoint.memGet(back, s.key, 0);
@@ -135,7 +136,7 @@ describe('access rights', () => {
   test('a get through a write-only key is refused, a put works', async () => {
     const s = await connectToTarget({ kind: 'allocated', size: 4096, access: 'write' });
     try {
-      assert.throws(() => s.endpoint.memGet(new Uint8Array(8), s.key, 0), RemoteAccessError);
+      failsAtOnce(() => s.endpoint.memGet(new Uint8Array(8), s.key, 0), RemoteAccessError);
       await s.endpoint.memPut(pattern(4, 32), s.key, 0);
       await s.endpoint.flush();
       const reply = await s.peer.call({ type: 'verify', offset: 0, length: 32, seed: 4 }, 'verified');
@@ -179,11 +180,11 @@ describe('keys and endpoints', () => {
     const s = await connectToTarget({ kind: 'allocated', size: 4096 });
     try {
       const other = s.worker.connectToAddress(s.worker.getAddress());
-      assert.throws(() => other.memPut(new Uint8Array(1), s.key), /another endpoint/);
+      failsAtOnce(() => other.memPut(new Uint8Array(1), s.key), /another endpoint/);
       await other.close();
       s.key.close();
       s.key.close(); // idempotent
-      assert.throws(() => s.endpoint.memPut(new Uint8Array(1), s.key), ClosedError);
+      failsAtOnce(() => s.endpoint.memPut(new Uint8Array(1), s.key), ClosedError);
     } finally {
       await closeSession(s);
     }
@@ -195,7 +196,7 @@ describe('keys and endpoints', () => {
       await s.endpoint.close();
       assert.equal(s.key.closed, true);
       assert.throws(() => s.key.getHandle(), ClosedError);
-      assert.throws(() => s.endpoint.memPut(new Uint8Array(1), s.key), ClosedError);
+      failsAtOnce(() => s.endpoint.memPut(new Uint8Array(1), s.key), ClosedError);
     } finally {
       await closeSession(s);
     }

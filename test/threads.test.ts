@@ -12,6 +12,7 @@ import { Worker as Thread } from 'node:worker_threads';
 import { Context, createRemoteKeyFromSerialized } from 'ucxx-ts';
 import { participant, type ExchangeInfo, type ExchangeReport } from './helpers/thread-exchange.js';
 import { within } from './helpers/deadline.js';
+import { failsAtOnce } from './helpers/fails-at-once.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const THREAD = path.join(HERE, 'peers', 'ucxx-thread.js');
@@ -86,8 +87,8 @@ describe('threads', () => {
     const handles = await nextMessage<{ rkey: bigint; base: bigint }>(thread, 'handles');
     const buffer = new Uint8Array(8);
     // The foreign handle is a live ucp_rkey_h, valid in its own thread: it must never reach ucp_put_nbx here.
-    assert.throws(() => endpoint.memPut(buffer, handles.base, handles.rkey), /not the handle of a live RemoteKey/);
-    assert.throws(() => endpoint.memGet(buffer, handles.base, handles.rkey), /not the handle of a live RemoteKey/);
+    failsAtOnce(() => endpoint.memPut(buffer, handles.base, handles.rkey), /not the handle of a live RemoteKey/);
+    failsAtOnce(() => endpoint.memGet(buffer, handles.base, handles.rkey), /not the handle of a live RemoteKey/);
     // This endpoint's own key, in the same raw form, works.
     await endpoint.memPut(new Uint8Array([9, 8, 7]), region.getBaseAddress(), own.getHandle() as bigint);
     await endpoint.flush();

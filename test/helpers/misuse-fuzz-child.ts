@@ -302,6 +302,8 @@ interface Target {
   /** Whether errors must carry a code (false for the error classes' own constructors). */
   coded: boolean;
   call: (w: World, args: unknown[]) => unknown;
+  /** For a method: `Class.name`, shared by its receivers (the rule below holds per method). */
+  method?: string;
   /** Adjusts arguments that would make a legitimate call block (progressUntil's timeout). */
   sanitize?: (args: unknown[]) => void;
 }
@@ -370,6 +372,7 @@ function targets(): Target[] {
             list.push({
               label, arity: method.length, closes: CLOSERS.has(key) && !receiver.label.startsWith('closed'), coded: true,
               call: (w, args) => Reflect.apply(method, receiver.get(w), args),
+              method: `${name}.${keyName(key)}`,
               sanitize: key === 'progressUntil' ? progressUntilGuard : undefined,
             });
           }
@@ -439,6 +442,13 @@ async function settleOf(label: string, thenable: PromiseLike<unknown>, coded: bo
   void observed;
 }
 
+/**
+ * The methods seen returning a Request or Promise, and a synchronous throw seen from each method: a
+ * method in both broke the rule that operations report every failure through what they return.
+ */
+const returnsThenable = new Set<string>();
+const threwOnce = new Map<string, string>();
+
 /** Makes one call; true when it returned (threw nothing synchronously). */
 async function runCall(w: World, target: Target, args: unknown[], argLabels: string[]): Promise<boolean> {
   target.sanitize?.(args);
@@ -450,6 +460,7 @@ async function runCall(w: World, target: Target, args: unknown[], argLabels: str
     result = target.call(w, args);
   } catch (err) {
     if (target.coded && !acceptable(err)) violation(label, `threw ${describeError(err)}`);
+    if (target.method !== undefined && !threwOnce.has(target.method)) threwOnce.set(target.method, `${label}: ${describeError(err)}`);
     return false;
   }
   if (result !== null && typeof result === 'object' && typeof (result as { on?: unknown }).on === 'function' &&
@@ -463,6 +474,7 @@ async function runCall(w: World, target: Target, args: unknown[], argLabels: str
   if (result !== null && (typeof result === 'object' || typeof result === 'function')) {
     const then = (result as { then?: unknown }).then;
     if (typeof then === 'function') {
+      if (target.method !== undefined) returnsThenable.add(target.method);
       await settleOf(label, result as PromiseLike<unknown>, target.coded);
       const value = await Promise.race([Promise.resolve(result as PromiseLike<unknown>).catch(() => undefined), Promise.resolve(undefined)]);
       await disposeCreated(value, w);
@@ -626,6 +638,9 @@ async function main(): Promise<void> {
   await closeWorld(world);
   await new Promise((resolve) => setTimeout(resolve, 200));
   for (const label of unsettled.values()) violation(label, 'never settled, even after its context was closed');
+  for (const [method, example] of threwOnce) {
+    if (returnsThenable.has(method)) violation(method, `returns a Request or Promise but threw synchronously: ${example}`);
+  }
   say(`D ${callCount} ${pendingCount} ${rebuilds} ${violations}`);
 }
 
