@@ -148,7 +148,11 @@ export class Request<T = void> implements PromiseLike<T> {
     return this.#host;
   }
 
-  /** The UCS status: UCS_INPROGRESS (1) while in flight, 0 when done, negative on failure. */
+  /**
+   * The UCS status: UCS_INPROGRESS (1) while in flight, 0 when done, negative on failure (the
+   * UcxError's status; UCS_ERR_INVALID_PARAM for an error raised before the operation reached UCX,
+   * such as ClosedError or InvalidArgumentError: `error` says which).
+   */
   get status(): number {
     return this.#status;
   }
