@@ -266,6 +266,10 @@ export class AmDispatcher {
   get waiting(): boolean {
     return this.#waiting > 0;
   }
+  /** How many rendezvous descriptors UCX holds for this worker's handlers or iterators. */
+  get pendingCount(): number {
+    return this[kPendingDescriptors].size;
+  }
   /** @internal Rendezvous descriptors not yet received or released (released at close). */
   readonly [kPendingDescriptors] = new Set<PendingDescriptor>();
 

@@ -31,7 +31,7 @@ import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
   kAbandon, kAborted, kBindSignal, kCreate, kDefer, kDetachable, kEndpointClosed, kEndpointOpened,
-  kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMaxAmHeader,
+  kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMaxAmHeader, kParkIfHeld,
   kOnPeerError, kOnSettle, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
   kStreamStashed, kTagRecv, kUnpack, kWatched, kWireupFlush,
 } from './internal/symbols.js';
@@ -1004,7 +1004,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       // flight (a send nobody receives, RMA to a stopped peer) is forced from the start where UCX allows
       // it (PEER mode); a graceful one that does not finish in closeTimeout is left to the worker.
       const busy = this.#armed > 0 || this.#sending > 0;
-      await this.#closeWith(handle, (failed || busy) && this.#peerMode !== false);
+      // A failed endpoint not known to be in PEER mode (whose ids UCX looks up safely) may have sent
+      // rendezvous messages the worker still holds: the worker keeps its ucp_ep while they last.
+      const parked = failed && this.#peerMode !== true && this.#worker[kParkIfHeld](() => this.#closeWith(handle, true));
+      if (!parked) await this.#closeWith(handle, (failed || busy) && this.#peerMode !== false);
     }
     // What UCX did not complete by now settles here; its buffers stay referenced until UCX lets go.
     const closed = new CanceledError(`the endpoint to ${this.#peer} was closed`);

@@ -24,7 +24,7 @@ import type { ParamBlock } from './engine/param-blocks.js';
 import {
   kAbandon, kAborted, kBindSignal, kCloseWithin, kCreate, kDefer, kDetachable, kEndpointByHandle,
   kEndpointClosed, kEndpointOpened, kForceCloseAtExit, kGroup, kHandle, kHold, kListenerClosed, kLive,
-  kMaxAmHeader, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kStreamStashed, kTagRecv,
+  kMaxAmHeader, kParkIfHeld, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kStreamStashed, kTagRecv,
   kTeardownAtExit, kUcxRequest, kUpdateBusy, kWorkerClosed,
 } from './internal/symbols.js';
 import { asBytes, byteLengthOf, optionsObject, toTag, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
@@ -103,6 +103,9 @@ const LISTENER_DRAIN_LIMIT_MS = 1000;
 /** How long a closing worker progresses for UCX to fail the operations its forced endpoint closes left queued. */
 const CLOSE_PURGE_WAIT_MS = 500;
 
+/** How often a worker with parked endpoints (Worker[kParkIfHeld]) looks whether it can destroy them. */
+const PARKED_CHECK_MS = 250;
+
 /** What a failed connect most likely needs from the user, for the error message ('' when nothing known). */
 function connectFailureHint(
   err: Error, mode: 'peer' | 'none', option: ErrorHandlingMode | boolean | undefined, features: readonly string[],
@@ -142,6 +145,9 @@ export class Worker {
   /** Endpoints by their ucp_ep_h, to hand active-message handlers their reply endpoint. */
   readonly #endpointsByHandle = new Map<bigint, Endpoint>();
   #closing: Promise<void> | undefined;
+  /** Failed endpoints whose ucp_ep is kept while UCX may hold their rendezvous messages: their destroyers. */
+  readonly #parked = new Set<() => Promise<void>>();
+  #parkedTimer: NodeJS.Timeout | null = null;
   /** Waits that are no UCX request but must keep the worker awake (ucxx `amRecv`). */
   #holds = 0;
 
@@ -661,6 +667,9 @@ export class Worker {
       if (request[kUcxRequest] !== null) ucx().ucp_request_cancel(handle, request[kUcxRequest]);
     }
     await Promise.all([...this.#endpoints].map((ep) => ep.close()));
+    // Parked endpoints stay until ucp_worker_destroy, which destroys them with the messages they sent.
+    this.#stopParkedTimer();
+    this.#parked.clear();
     // A forced endpoint close returns at once, but UCX fails the endpoint's queued sends, RMA and
     // flushes only in later progress calls; destroying the worker before that segfaults in
     // ucp_worker_destroy (docs/ucx-1.13-bugs/purge_queued_rndv.c). Bounded: a peer may hold them.
@@ -691,6 +700,7 @@ export class Worker {
       [...this.#listeners].some((listener) => !listener[kSettle](false));
     while (busy() && performance.now() < deadline) this.#engine.progress();
     for (const listener of [...this.#listeners]) listener[kSettle](true);
+    this.#stopParkedTimer();
     this.#engine.close();
     this.#destroy(handle, 'the process is exiting');
   }
@@ -788,6 +798,46 @@ export class Worker {
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
     return true;
+  }
+
+  /**
+   * @internal Called by a failed endpoint's close instead of destroying its ucp_ep. UCX 1.13 names a
+   * NONE-mode endpoint by its address in the rendezvous messages it keeps for the application (an
+   * unexpected tag message, an active message a handler kept): matching or releasing one after its
+   * endpoint was destroyed aborts the process (ucp_worker.inl:92, docs/ucx-1.13-bugs/rndv_after_ep_destroy.c).
+   * While this worker holds such messages (an unexpected tag message of any sender, a kept AM
+   * descriptor) the ucp_ep is kept, inert (its peer is gone, so UCX fails what is matched to it), and
+   * destroyed once they are gone, or with the worker. Returns false (nothing kept) when none are held.
+   */
+  [kParkIfHeld](destroy: () => Promise<void>): boolean {
+    if (this.#handle === null || this.#closing !== undefined || !this.#holdsRendezvous()) return false;
+    this.#parked.add(destroy);
+    this.#parkedTimer ??= setInterval(() => this.#releaseParked(), PARKED_CHECK_MS).unref();
+    debug('a failed endpoint is kept until its messages are received or released (%d kept)', this.#parked.size);
+    return true;
+  }
+
+  /** Whether UCX may hold a rendezvous message for the application: unexpected tag messages, kept AM ones. */
+  #holdsRendezvous(): boolean {
+    if (this.#am.pendingCount > 0) return true;
+    if (!this.#context.features.includes('tag') || this.#handle === null) return false;
+    const info = this[kRequests].params.probeInfo;
+    return ucx().ucp_tag_probe_nb(this.#handle, 0n, 0n, 0, info.buffer) !== null;
+  }
+
+  #releaseParked(): void {
+    if (this.#handle === null || this.#closing !== undefined || this.#holdsRendezvous()) return;
+    const destroyers = [...this.#parked];
+    this.#parked.clear();
+    this.#stopParkedTimer();
+    debug('destroying %d kept endpoints', destroyers.length);
+    for (const destroy of destroyers) void destroy().catch(() => {});
+  }
+
+  #stopParkedTimer(): void {
+    if (this.#parkedTimer === null) return;
+    clearInterval(this.#parkedTimer);
+    this.#parkedTimer = null;
   }
 
   /** @internal */

@@ -101,3 +101,5 @@ export const kMdComponents: unique symbol = Symbol('ucxx-ts.mdComponents');
 export const kCreate: unique symbol = Symbol('ucxx-ts.create');
 export const kFromMemoryHandle: unique symbol = Symbol('ucxx-ts.fromMemoryHandle');
 export const kFromSerialized: unique symbol = Symbol('ucxx-ts.fromSerialized');
+/** `worker[kParkIfHeld](destroy)`: keeps a failed endpoint's ucp_ep while UCX may hold its rendezvous messages. */
+export const kParkIfHeld: unique symbol = Symbol('ucxx-ts.parkIfHeld');

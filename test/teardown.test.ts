@@ -1,0 +1,114 @@
+/**
+ * Programs that only send and leave must never crash the process they sent to. Each test runs a server
+ * (test/peers/teardown-server.ts) and clients (test/peers/teardown-client.ts) as separate processes,
+ * repeated, and checks what a user sees: the server's exit status (a UCX abort is 134/SIGABRT), what
+ * its later receives of the gone clients' messages return (a typed error, or the real bytes), and that
+ * its own `context.close()` completes.
+ *
+ * Before the fix each of these aborted the server in ucp_worker_get_ep_by_id (`ucp_worker.inl:92
+ * Assertion (*ep_p)->worker == worker`) in every run: UCX 1.13 kept the rendezvous messages of an
+ * endpoint that ucxx-ts had already destroyed (docs/ucx-1.13-bugs/rndv_after_ep_destroy.c).
+ */
+import { test } from 'node:test';
+import { strict as assert } from 'node:assert';
+import { Peer } from './helpers/peer.js';
+
+interface Outcome {
+  ok: boolean;
+  name?: string;
+  code?: string;
+  length?: number;
+  intact?: boolean;
+}
+
+/** Typed failures a receive of a gone sender's message may end with (UCX fails it on the dead endpoint). */
+const GONE_CODES = new Set(['UCS_ERR_ENDPOINT_TIMEOUT', 'UCS_ERR_CONNECTION_RESET', 'UCS_ERR_CANCELED', 'UCS_ERR_UNREACHABLE']);
+
+interface Scenario {
+  mode: 'am' | 'tag';
+  leave: 'exit' | 'close' | 'natural';
+  count: number;
+  size: number;
+  /** Receive what the client left before closing the server's context. */
+  receive: boolean;
+}
+
+/** One run: server, one client that sends and leaves, then the server receives (or not) and closes. */
+async function runOnce(s: Scenario): Promise<Outcome[]> {
+  const server = Peer.start('teardown-server', { mode: s.mode });
+  try {
+    const { port } = await server.next('ready');
+    const client = Peer.start('teardown-client', { port, mode: s.mode, count: s.count, size: s.size, leave: s.leave });
+    await client.next('sent');
+    const left = await client.exited;
+    assert.equal(left.code, 0, `the client must leave cleanly (${JSON.stringify(left)}); stderr:\n${client.stderr}`);
+    await server.next('ep-closed', 20_000); // the server saw the client go
+    let results: Outcome[] = [];
+    if (s.receive) {
+      const reply = await server.call({ type: 'recv', count: s.count, size: s.size }, 'received', 60_000);
+      results = reply['results'] as Outcome[];
+    }
+    await server.call({ type: 'close' }, 'closed', 30_000);
+    const { code, signal } = await server.exited;
+    assert.deepEqual({ code, signal }, { code: 0, signal: null }, `the server must survive; stderr:\n${server.stderr}`);
+    return results;
+  } finally {
+    if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGKILL');
+  }
+}
+
+/** Every receive either got the real bytes or failed with a typed error naming the gone peer. */
+function checkOutcomes(results: readonly Outcome[], s: Scenario): void {
+  for (const r of results) {
+    if (r.ok) {
+      assert.equal(r.length, s.size, 'a receive that succeeds has the whole message');
+      assert.equal(r.intact, true, 'a receive that succeeds has the bytes that were sent');
+    } else {
+      assert.ok(GONE_CODES.has(String(r.code)), `a receive of a gone sender's message fails typed: ${JSON.stringify(r)}`);
+      assert.match(String(r.name), /Error$/);
+    }
+  }
+}
+
+const RUNS = 6;
+
+for (const s of [
+  { mode: 'am', leave: 'exit', count: 1, size: 1 << 20, receive: false },
+  { mode: 'am', leave: 'exit', count: 1, size: 1 << 20, receive: true },
+  { mode: 'tag', leave: 'close', count: 4, size: 4 << 20, receive: true },
+  { mode: 'tag', leave: 'exit', count: 4, size: 4 << 20, receive: true },
+] as const satisfies readonly Scenario[]) {
+  const what = s.mode === 'am'
+    ? `a 1 MiB active message the handler keeps${s.receive ? ', received after the client left,' : ' and never receives'}`
+    : `${s.count} x 4 MiB tag sends unreceived, the client leaving by ${s.leave === 'close' ? 'await context.close()' : 'process.exit()'}${s.receive ? ', then tagRecv' : ''}`;
+  test(`a client that sends and leaves never crashes the server: ${what} (${RUNS} runs)`, { timeout: 120_000 }, async () => {
+    let failedTyped = 0;
+    for (let run = 0; run < RUNS; run++) {
+      const results = await runOnce(s);
+      checkOutcomes(results, s);
+      if (s.receive) assert.equal(results.length, s.count, 'every receive settles');
+      failedTyped += results.filter((r) => !r.ok).length;
+    }
+    if (s.receive) assert.ok(failedTyped > 0, 'the gone sender cannot deliver its rendezvous data');
+  });
+}
+
+test('a server whose clients send and leave, one after another, keeps serving and closes cleanly', { timeout: 120_000 }, async () => {
+  const server = Peer.start('teardown-server', { mode: 'tag' });
+  try {
+    const { port } = await server.next('ready');
+    for (let i = 0; i < 8; i++) {
+      const client = Peer.start('teardown-client', { port, mode: 'tag', count: 2, size: 4 << 20, leave: i % 2 === 0 ? 'exit' : 'close' });
+      await client.next('sent');
+      assert.equal((await client.exited).code, 0, client.stderr);
+      await server.next('ep-closed', 20_000);
+      const reply = await server.call({ type: 'recv', count: 2, size: 4 << 20 }, 'received', 60_000);
+      checkOutcomes(reply['results'] as Outcome[], { mode: 'tag', leave: 'exit', count: 2, size: 4 << 20, receive: true });
+    }
+    await server.call({ type: 'close' }, 'closed', 30_000);
+    const { code, signal } = await server.exited;
+    assert.deepEqual({ code, signal }, { code: 0, signal: null }, server.stderr);
+  } finally {
+    if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGKILL');
+  }
+});
