@@ -322,7 +322,7 @@ export class StreamReceiver {
     const last = this.#stash[this.#stash.length - 1];
     // Contiguous pieces of one read-ahead buffer are one piece: larger chunks, fewer of them.
     if (last !== undefined && last.buffer === bytes.buffer && last.byteOffset + last.byteLength === bytes.byteOffset) {
-      this.#stash[this.#stash.length - 1] = new Uint8Array(last.buffer, last.byteOffset, last.byteLength + bytes.byteLength);
+      this.#stash[this.#stash.length - 1] = Buffer.from(last.buffer, last.byteOffset, last.byteLength + bytes.byteLength);
     } else this.#stash.push(bytes);
     this.#stashed += bytes.byteLength;
     this.#host.stashed();
