@@ -33,7 +33,7 @@ import {
   kAbandon, kAborted, kBindSignal, kCreate, kDefer, kDetachable, kEndpointClosed, kEndpointOpened,
   kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMaxAmHeader, kParkIfHeld,
   kOnPeerError, kOnSettle, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
-  kStreamStashed, kTagRecv, kUnpack, kWatched, kWireupFlush,
+  kStreamReceiver, kStreamStashed, kTagRecv, kUnpack, kWatched, kWireupFlush,
 } from './internal/symbols.js';
 import { StreamReceiver } from './endpoint/stream-receiver.js';
 import {
@@ -229,7 +229,6 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#worker = worker;
     this.#stream = new StreamReceiver({
       worker,
-      receives: this.#receives,
       openHandle: () => (this.#state === 'open' ? this.#handle : null),
       stashed: () => worker[kStreamStashed](this),
     });
@@ -564,10 +563,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       // The peer is gone, but bytes it sent before were read ahead: they are still the stream's.
       const served = this.#stream.recvClosed(bytes);
       if (served !== null) return served;
+      // Closing: more may still come out of UCX; the receive is settled when the close completes.
+      if (this.#state !== 'closed') return this.#stream.recv(bytes, options.waitAll === true, options.signal);
     }
     this[kLive]('streamRecv');
     if (options.signal?.aborted === true) return this.#worker[kAborted]('streamRecv');
-    this.#stream.stopReadingAhead();
     return this.#stream.recv(bytes, options.waitAll === true, options.signal);
   }
 
@@ -597,16 +597,22 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /**
-   * @internal Reads the stream ahead until the application's first `streamRecv` (accepted and
-   * connecting endpoints of a context with the stream feature): see StreamReceiver.readAhead.
+   * @internal Keeps a stream receive posted from now on (accepted and connecting endpoints of a context
+   * with the stream feature): see StreamReceiver.
    */
   [kReadStreamAhead](): void {
     this.#stream.readAhead();
   }
 
+  /** @internal The stream receiver, for the Duplex. */
+  get [kStreamReceiver](): StreamReceiver {
+    return this.#stream;
+  }
+
   /**
    * The incoming stream as an async iterator of chunks (each a new Uint8Array of up to `chunkSize`
-   * bytes), until the endpoint closes or `signal` aborts.
+   * bytes, default 64 KiB, as they arrived: never copied again, never reused), until the endpoint
+   * closes or `signal` aborts. When the peer closes, every byte it sent before is yielded first.
    *
    * @example
    * ```ts
@@ -617,16 +623,21 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     options = optionsObject(options, 'streamChunks options');
     const chunkSize = options.chunkSize ?? 64 * 1024;
     if (!Number.isSafeInteger(chunkSize) || chunkSize < 1) throw new ArgumentOutOfRangeError(`chunkSize must be >= 1, got ${show(chunkSize)}`);
-    while (!this.closed && options.signal?.aborted !== true) {
-      const chunk = new Uint8Array(chunkSize);
-      let received: number;
-      try {
-        received = await this.streamRecv(chunk, { signal: options.signal }).promise;
-      } catch (err) {
-        if (err instanceof ClosedError || (err as UcxError).status === UCS_ERR_CANCELED || this.closed) return;
-        throw err;
+    const { signal } = options;
+    const stream = this.#stream;
+    while (signal?.aborted !== true) {
+      let chunk = stream.takeChunk(chunkSize);
+      if (chunk === null) {
+        if (stream.ended) return;
+        try {
+          chunk = await stream.recvChunk(chunkSize, signal).promise;
+        } catch (err) {
+          if (err instanceof ClosedError || (err as UcxError).status === UCS_ERR_CANCELED) return;
+          throw err;
+        }
+        if (chunk.byteLength === 0) return;
       }
-      yield chunk.subarray(0, received);
+      yield chunk;
     }
   }
 
@@ -1004,6 +1015,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       // flight (a send nobody receives, RMA to a stopped peer) is forced from the start where UCX allows
       // it (PEER mode); a graceful one that does not finish in closeTimeout is left to the worker.
       const busy = this.#armed > 0 || this.#sending > 0;
+      // Stream bytes still on their way in (after a peer's close) reach the posted receive in one more
+      // progress; what UCX holds beyond it is taken before ucp_ep_close_nbx drops it.
+      let rounds = 0;
+      await this.#worker[kProgressUntil](() => rounds++ > 0, 50);
+      this.#stream.drain(handle);
       // A failed endpoint not known to be in PEER mode (whose ids UCX looks up safely) may have sent
       // rendezvous messages the worker still holds: the worker keeps its ucp_ep while they last.
       const parked = failed && this.#peerMode !== true && this.#worker[kParkIfHeld](() => this.#closeWith(handle, true));
@@ -1015,7 +1031,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       if (request[kOwner] === this) request[kFailDetached](closed);
     }
     for (const request of [...this.#receives]) request[kAbandon]('the endpoint was closed');
-    this.#stream.clear();
+    // Stream receives still waiting take what was stashed, then end or fail.
+    this.#stream.closed(this.#failure ?? closed);
     this.#handle = null;
     this.#state = 'closed';
     endpoints.delete(this.#id);
@@ -1088,12 +1105,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#worker[kDefer](() => this.#failed());
   }
 
-  /** Whether a receive of the application waits on this endpoint (a read-ahead of ours does not count). */
+  /**
+   * Whether a receive of the application waits on this endpoint. Stream receives do not count: a
+   * peer's close is the stream's end, as for a socket.
+   */
   #waitingToReceive(): boolean {
-    for (const request of this.#receives) {
-      if (!this.#stream.isReadAhead(request)) return true;
-    }
-    return false;
+    return this.#receives.size > 0;
   }
 
   /** @internal */

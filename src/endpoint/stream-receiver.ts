@@ -1,40 +1,66 @@
 /**
- * An endpoint's stream receiver: the application's `streamRecv`s in a queue served in order, one
- * `ucp_stream_recv_nbx` at a time into the head receive's buffer, and a stash of bytes that arrived
- * with nobody waiting (a cancelled receive's, or read ahead). UCX 1.13 cannot cancel a stream receive
- * and drops an endpoint's unreceived stream bytes when the peer goes away; the stash and the read-ahead
- * keep both from losing data.
+ * An endpoint's stream receiver. While the endpoint is open, exactly one `ucp_stream_recv_nbx` is
+ * always posted: into the buffer of the application's oldest waiting `streamRecv` when the stash is
+ * empty (one copy, by UCX), otherwise into a read-ahead buffer of ours, whose filled parts become the
+ * stash. UCX 1.13 drops the bytes it holds for an endpoint (arrived, no receive posted) when the peer
+ * closes, gracefully or not (docs/ucx-1.13-bugs/stream_close_drops_data.c), and cannot cancel a
+ * stream receive: with a receive always posted UCX holds none, and what a cancelled receive's buffer
+ * gets is stashed, so no byte is lost and the order holds.
+ *
+ * Stashed bytes are views of read-ahead buffers that are never written again once handed out, so
+ * `takeChunk` (streamChunks, the Duplex) gives them away without copying.
  */
 import { CONSTANTS, UCS_INPROGRESS, addressOf, copyFromMemory, copyIntoRegion, statusOfPtr, ucx } from '../ffi/index.js';
-import { CanceledError } from '../errors.js';
 import { InvalidStateError } from '../internal/misuse-errors.js';
-import { Request, ResultKind, type AnyRequest } from '../request.js';
+import { Request, ResultKind } from '../request.js';
 import { INTERNAL } from '../internal/misuse-errors.js';
 import {
-  kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kFail, kGroup, kOnSettle, kRequests,
+  kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kFail, kOnSettle, kReply, kRequests,
 } from '../internal/symbols.js';
 import type { Worker } from '../worker.js';
 
 const K = CONSTANTS;
 
+/** A receive of the application's: into its buffer (`streamRecv`), or a chunk of the stash (`takeChunk`). */
 interface StreamReceive {
-  readonly request: Request<number>;
-  readonly bytes: Uint8Array;
+  readonly request: Request<number> | Request<Uint8Array>;
+  /** The destination; null for a chunk, which takes stashed bytes as they are. */
+  readonly bytes: Uint8Array | null;
+  /** Most bytes of a chunk. */
+  readonly max: number;
   readonly waitAll: boolean;
   served: number;
-  /** A read-ahead of ours (see readAhead): what it receives goes to the stash. */
-  readonly ahead?: boolean;
 }
 
-/** Read-ahead chunk, and how much may wait in the stash before reading ahead stops. */
-const READ_AHEAD_CHUNK = 64 * 1024;
-const READ_AHEAD_LIMIT = 1024 * 1024;
+/** The one UCX receive in flight: into an application's receive, or read ahead into `target`. */
+interface Posted {
+  readonly ucxRequest: Request<number>;
+  readonly target: Uint8Array;
+  /** The application's receive it fills; null when reading ahead. */
+  readonly entry: StreamReceive | null;
+}
+
+/**
+ * Read-ahead buffers: the first is small (an idle endpoint holds one), each one that fills is followed
+ * by one twice as large up to the largest, so a busy stream is read in large pieces.
+ */
+const READ_AHEAD_FIRST = 64 * 1024;
+const READ_AHEAD_LARGEST = 1024 * 1024;
+/** A read-ahead buffer with less room than this left is retired for a new one. */
+const READ_AHEAD_MIN_ROOM = 16 * 1024;
+
+const EMPTY = new Uint8Array(0);
+
+/** A copy of the first `length` bytes (`slice` of a Buffer would be a view). */
+function copyOf(bytes: Uint8Array, length: number): Uint8Array {
+  const copy = new Uint8Array(length);
+  copy.set(bytes.subarray(0, length));
+  return copy;
+}
 
 /** What the receiver needs from its endpoint. */
 export interface StreamReceiverHost {
   readonly worker: Worker;
-  /** The endpoint's receives in flight (cancelled when it closes). */
-  readonly receives: Set<AnyRequest>;
   /** The ucp_ep_h while the endpoint is open, null otherwise. */
   openHandle(): bigint | null;
   /** Bytes went into the stash (the worker's `streamReadyEndpoints` reports the endpoint). */
@@ -45,9 +71,22 @@ export class StreamReceiver {
   readonly #host: StreamReceiverHost;
   /** Bytes that arrived while no receive of the application's wanted them, oldest first. */
   readonly #stash: Uint8Array[] = [];
-  /** The receives in order; the head's is the one UCX request in flight (`#active`). */
+  #stashed = 0;
+  /** The application's receives in order. */
   readonly #entries: StreamReceive[] = [];
-  #active: AnyRequest | null = null;
+  #posted: Posted | null = null;
+  /** The read-ahead buffer and how much of it is handed out. */
+  #ahead: Uint8Array | null = null;
+  #aheadUsed = 0;
+  #aheadSize = READ_AHEAD_FIRST;
+  /** Set by `readAhead()`: the context has the stream feature, so the endpoint keeps a receive posted. */
+  #reading = false;
+  /** UCX failed a receive of this endpoint: it is failing or closing, and no receive is posted again. */
+  #failed = false;
+  /** The endpoint closed and UCX let go: what the stash holds is all there will be. */
+  #ended = false;
+  /** Called (inside progress) when bytes reach the stash while nobody waits for them. */
+  onArrival: (() => void) | null = null;
 
   constructor(host: StreamReceiverHost) {
     this.#host = host;
@@ -55,189 +94,273 @@ export class StreamReceiver {
 
   /** Stash bytes waiting for the next receive. */
   get bufferedBytes(): number {
-    let total = 0;
-    for (const chunk of this.#stash) total += chunk.byteLength;
-    return total;
+    return this.#stashed;
+  }
+
+  /** True once the endpoint closed and the stash is empty: the stream has ended. */
+  get ended(): boolean {
+    return this.#ended && this.#stashed === 0;
   }
 
   /** Receives into `bytes` (at least 1 byte; all of it with `waitAll`). */
   recv(bytes: Uint8Array, waitAll: boolean, signal: AbortSignal | undefined): Request<number> {
-    return this.#post(bytes, waitAll, signal, false);
+    const request = new Request<number>(INTERNAL, null, ResultKind.Length, 'streamRecv', bytes);
+    this.#queue({ request, bytes, max: bytes.byteLength, waitAll, served: 0 }, signal);
+    return request;
+  }
+
+  /**
+   * Takes up to `max` stream bytes as they are in the stash (no copy): at once when some are there,
+   * else when some arrive. Resolves with an empty array once the stream has ended.
+   */
+  recvChunk(max: number, signal: AbortSignal | undefined): Request<Uint8Array> {
+    const request = new Request<Uint8Array>(INTERNAL, null, ResultKind.Bytes, 'streamChunks', null);
+    if (this.#entries.length === 0 && (this.#stashed > 0 || this.#ended)) {
+      request[kReply] = this.#ended && this.#stashed === 0 ? EMPTY : this.#takeView(max);
+      request[kComplete](0, (request[kReply] as Uint8Array).byteLength, 0n);
+      return request;
+    }
+    this.#queue({ request, bytes: null, max, waitAll: false, served: 0 }, signal);
+    return request;
+  }
+
+  /** Up to `max` stashed bytes without copying, or null when the stash is empty or a receive waits. */
+  takeChunk(max: number): Uint8Array | null {
+    if (this.#stashed === 0 || this.#entries.length > 0) return null;
+    return this.#takeView(max);
   }
 
   /** After the endpoint closed: a receive served from the stash alone, or null when there is nothing. */
   recvClosed(bytes: Uint8Array): Request<number> | null {
-    if (this.#stash.length === 0 || this.#entries.length > 0) return null;
+    if (this.#stashed === 0 || this.#entries.length > 0) return null;
     const request = new Request<number>(INTERNAL, null, ResultKind.Length, 'streamRecv', bytes);
     request[kComplete](0, this.takeStash(bytes), 0n);
     return request;
   }
 
-  /** Whether `request` is a read-ahead of ours rather than a receive of the application's. */
-  isReadAhead(request: AnyRequest): boolean {
-    return this.#entries.some((entry) => entry.ahead === true && entry.request === request);
+  /** The endpoint is open and has the stream feature: keep a receive posted from now on. */
+  readAhead(): void {
+    this.#reading = true;
+    this.#pump();
   }
 
-  /** The endpoint closed: nothing more is served from UCX. */
-  clear(): void {
-    this.#entries.length = 0;
+  /**
+   * The endpoint is about to be closed in UCX: what UCX still holds (bytes that arrived after a receive
+   * completed, when it could not post the next) goes to the stash before the close drops it.
+   */
+  drain(handle: bigint): void {
+    const api = ucx();
+    const lengthOut = this.#host.worker[kRequests].params.streamLength;
+    for (;;) {
+      const data = api.ucp_stream_recv_data_nb(handle, lengthOut.address);
+      if (data === null || statusOfPtr(data) !== UCS_INPROGRESS) break;
+      try {
+        this.#stashPush(copyFromMemory(data, Number(lengthOut.u64())));
+      } finally {
+        api.ucp_stream_data_release(handle, data);
+      }
+    }
   }
 
-  #post(bytes: Uint8Array, waitAll: boolean, signal: AbortSignal | undefined, ahead: boolean): Request<number> {
-    const request = new Request<number>(INTERNAL, null, ResultKind.Length, 'streamRecv', bytes);
-    const entry: StreamReceive = { request, bytes, waitAll, served: 0, ahead };
+  /**
+   * The endpoint is closed and UCX has let go of it: the waiting receives take what the stash holds,
+   * chunks then end (an empty chunk), and the rest fail with `reason`.
+   */
+  closed(reason: Error): void {
+    this.#ended = true;
+    this.#serveFromStash();
+    for (const entry of this.#entries.splice(0)) {
+      if (entry.bytes === null) {
+        entry.request[kReply] = EMPTY;
+        entry.request[kComplete](0, 0, 0n);
+      } else if (entry.served > 0 && !entry.waitAll) entry.request[kComplete](0, entry.served, 0n);
+      else {
+        // A waitAll receive that cannot be filled: its bytes go back to the stream for the next receive.
+        if (entry.served > 0) this.#unshift(copyOf(entry.bytes, entry.served));
+        entry.request[kFail](reason);
+      }
+    }
+  }
+
+  #queue(entry: StreamReceive, signal: AbortSignal | undefined): void {
+    const { request } = entry;
     this.#entries.push(entry);
-    request[kGroup] = this.#host.receives;
-    this.#host.receives.add(request);
     // UCX 1.13 cannot cancel a stream receive: a cancelled one is settled at once, and bytes that UCX
-    // later puts into it are kept for the next receive, so none are lost and the order holds.
+    // later puts into its buffer are stashed for the next receive, so none are lost and the order holds.
     request[kCancelFallback] = () => {
       const i = this.#entries.indexOf(entry);
-      if (i > 0 || (i === 0 && this.#active === null)) this.#entries.splice(i, 1);
+      if (i >= 0) this.#entries.splice(i, 1);
+      // Bytes of a waitAll receive served so far are the stream's (they came before anything stashed).
+      if (entry.bytes !== null && entry.served > 0) this.#unshift(copyOf(entry.bytes, entry.served));
       request[kAbandon]('canceled');
     };
     request[kBindSignal](signal);
+    // A read-ahead was posted with nobody waiting: now somebody does.
+    const posted = this.#posted;
+    if (posted !== null && posted.entry === null) this.#host.worker[kRequests].foreground(posted.ucxRequest);
     this.#pump();
-    return request;
   }
 
-  #readingAhead = false;
+  /** Serves the waiting receives, in order, from the stash. */
+  #serveFromStash(): void {
+    const entries = this.#entries;
+    this.#serveEntries(entries);
+    // Nobody waits on the read-ahead any more: it no longer keeps the worker busy or the process alive.
+    const posted = this.#posted;
+    if (entries.length === 0 && posted !== null && posted.entry === null) this.#host.worker[kRequests].background(posted.ucxRequest);
+  }
+
+  #serveEntries(entries: StreamReceive[]): void {
+    while (entries.length > 0) {
+      const head = entries[0] as StreamReceive;
+      if (head.request.completed) {
+        entries.shift();
+        continue;
+      }
+      if (this.#stashed === 0 || this.#posted?.entry === head) return;
+      if (head.bytes === null) {
+        entries.shift();
+        head.request[kReply] = this.#takeView(head.max);
+        head.request[kComplete](0, (head.request[kReply] as Uint8Array).byteLength, 0n);
+        continue;
+      }
+      head.served += this.takeStash(head.bytes.subarray(head.served));
+      if (head.served < head.bytes.byteLength && head.waitAll) return;
+      entries.shift();
+      head.request[kComplete](0, head.served, 0n);
+    }
+  }
 
   /**
-   * Reads the stream ahead into the stash until the application's first `streamRecv`. UCX
-   * drops an endpoint's unreceived stream data when the peer goes away, so a client that sends and
-   * closes at once would lose its bytes before the application could ask for them.
-   */
-  readAhead(): void {
-    this.#readingAhead = true;
-    this.#post(new Uint8Array(READ_AHEAD_CHUNK), false, undefined, true);
-  }
-
-  stopReadingAhead(): void {
-    if (!this.#readingAhead) return;
-    this.#readingAhead = false;
-    // The application's receive waits behind the read-ahead's UCX receive, which UCX cannot cancel.
-    if (this.#active !== null) this.#host.worker[kRequests].foreground(this.#active);
-    for (const entry of this.#entries) if (entry.ahead === true) entry.request.cancel();
-  }
-
-  /**
-   * Serves queued stream receives in order: first from bytes kept from cancelled receives, then with one
-   * `ucp_stream_recv_nbx` at a time into the head receive's buffer.
+   * Keeps the one UCX receive posted: into the oldest waiting `streamRecv`'s buffer when the stash is
+   * empty, otherwise read ahead.
    */
   #pump(): void {
-    if (this.#active !== null) this.#serveStashBehindCancelled();
-    while (this.#active === null && this.#entries.length > 0) {
-      const head = this.#entries[0] as StreamReceive;
-      if (head.request.completed) {
-        this.#entries.shift();
-        continue;
-      }
-      if (head.ahead !== true) head.served += this.takeStash(head.bytes.subarray(head.served));
-      if (head.served === head.bytes.byteLength || (head.served > 0 && !head.waitAll)) {
-        this.#entries.shift();
-        head.request[kComplete](0, head.served, 0n);
-        continue;
-      }
+    for (;;) {
+      this.#serveFromStash();
+      if (this.#posted !== null || this.#failed) return;
       const handle = this.#host.openHandle();
       if (handle === null) return;
-      const worker = this.#host.worker;
-      const target = head.bytes.subarray(head.served);
-      const requests = worker[kRequests];
+      const head = this.#entries[0];
+      const into = head !== undefined && head.bytes !== null && this.#stashed === 0 ? head : null;
+      if (into === null && !this.#reading && head === undefined) return;
+      let target: Uint8Array;
+      if (into !== null) target = (into.bytes as Uint8Array).subarray(into.served);
+      else {
+        if (this.#ahead === null || this.#ahead.byteLength - this.#aheadUsed < READ_AHEAD_MIN_ROOM) {
+          if (this.#ahead !== null) this.#aheadSize = Math.min(this.#aheadSize * 2, READ_AHEAD_LARGEST);
+          // Never zero-filled: only the parts UCX wrote are ever handed out. A Buffer, so that its views
+          // are Buffers for the Duplex.
+          this.#ahead = Buffer.allocUnsafeSlow(this.#aheadSize);
+          this.#aheadUsed = 0;
+        }
+        target = this.#ahead.subarray(this.#aheadUsed);
+      }
+      const requests = this.#host.worker[kRequests];
       const { streamRecv: block, streamLength } = requests.params;
-      block.setFlags(head.waitAll ? Number(K.UCP_STREAM_RECV_FLAG_WAITALL) : 0);
+      const waitAll = into !== null && into.waitAll;
+      block.setFlags(waitAll ? Number(K.UCP_STREAM_RECV_FLAG_WAITALL) : 0);
       const ucxRequest = requests.open<number>(block, ResultKind.Length, 'streamRecv', target);
-      // Nobody waits on a read-ahead until the first streamRecv (#stopReadingAhead brings it forward).
-      ucxRequest[kBackground] = head.ahead === true;
+      // A read-ahead nobody waits on does not keep the worker busy (nor the process alive).
+      ucxRequest[kBackground] = this.#entries.length === 0;
       const ptr = ucx().ucp_stream_recv_nbx(handle, target, target.byteLength, streamLength.address, block.address);
       const immediate = ptr === null ? Number(streamLength.u64()) : 0;
       requests.track(ucxRequest, block, ptr, immediate);
-      if (ucxRequest.completed) {
-        this.#done(head, target, ucxRequest.status, immediate, ucxRequest, ucxRequest.error);
+      const posted: Posted = { ucxRequest, target, entry: into };
+      if (!ucxRequest.completed) {
+        this.#posted = posted;
+        ucxRequest[kOnSettle] = (status, length) => {
+          this.#posted = null;
+          // A receive fails when UCX fails or closes the endpoint, from a loop that fails every receive
+          // posted, so one posted from here would fail too, and so on forever. What arrives from now on
+          // waits in UCX until `drain()`.
+          if (status !== 0) this.#failed = true;
+          this.#settled(posted, status, length);
+          this.#pump();
+        };
         return;
       }
-      this.#active = ucxRequest;
-      ucxRequest[kOnSettle] = (status, length, error) => this.#done(head, target, status, length, ucxRequest, error);
+      this.#settled(posted, ucxRequest.status, immediate);
+      // A receive UCX refused at once (the endpoint failed): nothing more comes from it.
+      if (ucxRequest.status !== 0) {
+        this.#failed = true;
+        return;
+      }
     }
   }
 
-  /**
-   * While a cancelled receive (or a read-ahead) still owns the one UCX stream receive, the receives
-   * behind it take what the stash already holds: those bytes came first, and UCX may never complete
-   * the outstanding receive if the peer sends nothing more.
-   */
-  #serveStashBehindCancelled(): void {
-    const queue = this.#entries;
-    const owner = queue[0];
-    if (owner === undefined || !(owner.request.completed || owner.ahead === true)) return;
-    let i = 1;
-    while (i < queue.length && this.#stash.length > 0) {
-      const entry = queue[i] as StreamReceive;
-      if (entry.request.completed || entry.ahead === true) {
-        i++;
-        continue;
-      }
-      entry.served += this.takeStash(entry.bytes.subarray(entry.served));
-      if (entry.served < entry.bytes.byteLength && (entry.served === 0 || entry.waitAll)) return;
-      queue.splice(i, 1);
-      entry.request[kComplete](0, entry.served, 0n);
+  /** A UCX receive settled with `length` bytes in `posted.target`. */
+  #settled(posted: Posted, status: number, length: number): void {
+    const entry = posted.entry;
+    if (entry === null) {
+      if (status !== 0 || length === 0) return;
+      const view = posted.target.subarray(0, length);
+      this.#aheadUsed += length;
+      this.#stashPush(view);
+      return;
     }
+    if (entry.request.completed) {
+      // Cancelled meanwhile: keep what arrived for the next receive.
+      if (length > 0) this.#stashPush(copyOf(posted.target, length));
+      return;
+    }
+    entry.served += length;
+    // An error here is the endpoint failing or closing: the receive waits for `closed()`, which gives it
+    // whatever else arrived, so bytes that came after the failure still reach it.
+    if (status !== 0) return;
+    if (entry.waitAll && entry.served < (entry.bytes as Uint8Array).byteLength) return;
+    this.#entries.splice(this.#entries.indexOf(entry), 1);
+    entry.request[kComplete](0, entry.served, 0n);
   }
 
-  #done(
-    head: StreamReceive, target: Uint8Array, status: number, length: number, ucxRequest: Request<number>,
-    error?: Error,
-  ): void {
-    if (this.#active === ucxRequest) this.#active = null;
-    if (this.#entries[0] === head) this.#entries.shift();
-    if (head.request.completed || head.ahead === true) {
-      // Cancelled meanwhile, or read ahead: keep what arrived for the next receive.
-      if (status === 0 && length > 0) this.#stashPush(target.slice(0, length));
-      if (head.ahead === true) {
-        this.#host.receives.delete(head.request);
-        head.request[kComplete](status === 0 ? 0 : status, 0, 0n);
-        if (status === 0 && this.#readingAhead && this.bufferedBytes < READ_AHEAD_LIMIT && this.#host.openHandle() !== null) {
-          this.#post(new Uint8Array(READ_AHEAD_CHUNK), false, undefined, true);
-          return;
-        }
-      }
-    } else if (status === 0) {
-      head.served += length;
-      if (head.waitAll && head.served < head.bytes.byteLength) this.#entries.unshift(head);
-      else head.request[kComplete](0, head.served, 0n);
-    } else {
-      head.request[kFail](error ?? new CanceledError('streamRecv'));
-    }
-    this.#pump();
+  #unshift(bytes: Uint8Array): void {
+    this.#stash.unshift(bytes);
+    this.#stashed += bytes.byteLength;
   }
 
   #stashPush(bytes: Uint8Array): void {
-    this.#stash.push(bytes);
+    const last = this.#stash[this.#stash.length - 1];
+    // Contiguous pieces of one read-ahead buffer are one piece: larger chunks, fewer of them.
+    if (last !== undefined && last.buffer === bytes.buffer && last.byteOffset + last.byteLength === bytes.byteOffset) {
+      this.#stash[this.#stash.length - 1] = Buffer.from(last.buffer, last.byteOffset, last.byteLength + bytes.byteLength);
+    } else this.#stash.push(bytes);
+    this.#stashed += bytes.byteLength;
     this.#host.stashed();
+    if (this.#entries.length === 0) this.onArrival?.();
+  }
+
+  /** Up to `max` bytes from the head of the stash, without copying. */
+  #takeView(max: number): Uint8Array {
+    const head = this.#stash[0] as Uint8Array;
+    if (head.byteLength <= max) {
+      this.#stash.shift();
+      this.#stashed -= head.byteLength;
+      return head;
+    }
+    this.#stash[0] = head.subarray(max);
+    this.#stashed -= max;
+    return head.subarray(0, max);
   }
 
   /**
    * Copies into `bytes`, without waiting, what has arrived and no receive waits for: the stash first,
-   * then the data UCX holds for the endpoint, one receive descriptor at a time
-   * (`ucp_stream_recv_data_nb`, released at once); the part of a descriptor that does not fit is
-   * stashed for the next receive. Returns how many bytes (0: nothing has arrived). A read-ahead goes
-   * on (resumed once the stash has room): it keeps what a peer sent before it went away, which UCX
-   * would drop from its own queue.
+   * then what UCX holds for the endpoint (none while a receive is posted, as one always is on an
+   * endpoint of a stream context), one receive descriptor at a time (`ucp_stream_recv_data_nb`,
+   * released at once); the part of a descriptor that does not fit is stashed for the next receive.
+   * Returns how many bytes (0: nothing has arrived).
    */
   takeAvailable(bytes: Uint8Array): number {
-    if (this.#entries.some((entry) => entry.ahead !== true && !entry.request.completed)) {
+    if (this.#entries.some((entry) => !entry.request.completed)) {
       throw new InvalidStateError('streamRecvAvailable: a streamRecv of this endpoint is waiting, and the bytes that arrive go to it first');
     }
     let filled = this.takeStash(bytes);
     const handle = this.#host.openHandle();
-    if (handle === null) return filled;
+    if (handle === null || this.#posted !== null) return filled;
     const api = ucx();
     const lengthOut = this.#host.worker[kRequests].params.streamLength;
     // The destination's address, taken at the first descriptor (none when UCX holds nothing).
     let destination = -1;
     while (filled < bytes.byteLength) {
-      // With a UCX receive still posted (a cancelled one's, or a read-ahead), UCX holds no data: what
-      // arrives goes to that receive, then to the stash.
       const data = api.ucp_stream_recv_data_nb(handle, lengthOut.address);
       if (data === null || statusOfPtr(data) !== UCS_INPROGRESS) break;
       const length = Number(lengthOut.u64());
@@ -250,9 +373,6 @@ export class StreamReceiver {
         api.ucp_stream_data_release(handle, data);
       }
       filled += n;
-    }
-    if (this.#readingAhead && this.#active === null && this.bufferedBytes < READ_AHEAD_LIMIT) {
-      this.#post(new Uint8Array(READ_AHEAD_CHUNK), false, undefined, true);
     }
     return filled;
   }
@@ -268,6 +388,7 @@ export class StreamReceiver {
       if (n === head.byteLength) this.#stash.shift();
       else this.#stash[0] = head.subarray(n);
     }
+    this.#stashed -= filled;
     return filled;
   }
 }

@@ -138,6 +138,13 @@ export class RequestEngine implements RequestHost {
     }
   }
 
+  /** Nobody waits on this request any more: it stops counting as in flight (see `foreground`). */
+  background(request: AnyRequest): void {
+    if (request[kBackground]) return;
+    request[kBackground] = true;
+    if (request[kTracked] && --this.#count === 0) this.#host.busyChanged();
+  }
+
   /** This worker's requests in flight (background ones included). */
   inflightRequests(): AnyRequest[] {
     return inflight.values().filter((request) => request[kTracked] && request[kHost] === this);

@@ -49,6 +49,8 @@ export const kUnpack: unique symbol = Symbol('ucxx-ts.unpack');
 export const kReadStreamAhead: unique symbol = Symbol('ucxx-ts.readStreamAhead');
 /** Worker: an endpoint's stream receiver stashed bytes (streamReadyEndpoints reports it). */
 export const kStreamStashed: unique symbol = Symbol('ucxx-ts.streamStashed');
+/** Endpoint: its stream receiver (the Duplex reads through it). */
+export const kStreamReceiver: unique symbol = Symbol('ucxx-ts.streamReceiver');
 export const kWireupFlush: unique symbol = Symbol('ucxx-ts.wireupFlush');
 export const kForceCloseAtExit: unique symbol = Symbol('ucxx-ts.forceCloseAtExit');
 export const kCloseWithin: unique symbol = Symbol('ucxx-ts.closeWithin');
