@@ -187,7 +187,7 @@ export class Worker {
       this.#handle = null;
       throw err;
     }
-    this.#am = new AmDispatcher(this, this.#handle as bigint);
+    this.#am = new AmDispatcher(this, this.#handle as bigint, context.features.includes('am'));
     if (context.features.includes('am')) installUcxxAm(this); // ucxx's AM id 0, as ucxx does
     debug('worker created (progress %s)', mode);
   }
