@@ -24,7 +24,7 @@ import {
 import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
-import { asBytes, byteLengthOf, optionsObject, toTag, toU64, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
+import { asBytes, byteLengthOf, ffiMemory, optionsObject, toTag, toU64, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
@@ -405,6 +405,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const what = put ? 'memPut' : 'memGet';
     const ep = this[kLive](what);
     const length = byteLengthOf(memory, put ? 'memPut source' : 'memGet destination');
+    memory = ffiMemory(memory);
     let address: bigint | number;
     let rkey: bigint;
     if (target instanceof RemoteKey) {
@@ -481,6 +482,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     } else {
       // Constant strings: a template literal here would build a string per send.
       count = byteLengthOf(buffer, sync ? 'tagSendSync buffer' : 'tagSend buffer');
+      data = ffiMemory(buffer);
       block = requests.params.send;
     }
     const signal = options?.signal;
@@ -535,7 +537,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (signal?.aborted === true) return worker[kAborted]('streamSend');
     const requests = worker[kRequests];
     const block = requests.params.send;
-    const request = requests.void(requests.slot(block), ucx().ucp_stream_send_nbx(ep, buffer, count, block.address), 'streamSend', buffer);
+    const request = requests.void(requests.slot(block), ucx().ucp_stream_send_nbx(ep, ffiMemory(buffer), count, block.address), 'streamSend', buffer);
     return request.completed ? request : this.#inFlight(request, false, signal);
   }
 
@@ -680,7 +682,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const block = requests.params.amSend;
     block.setFlags(flags);
     const keep = header === null ? data : [header, data];
-    const request = requests.void(requests.slot(block), ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, block.address), 'amSend', keep);
+    const request = requests.void(requests.slot(block), ucx().ucp_am_send_nbx(ep, id, ffiMemory(header), headerLength, ffiMemory(data), count, block.address), 'amSend', keep);
     return request.completed ? request : this.#inFlight(request, false, signal);
   }
 

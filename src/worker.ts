@@ -26,7 +26,7 @@ import {
   kMaxAmHeader, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kStreamStashed, kTagRecv,
   kTeardownAtExit, kUcxRequest, kUpdateBusy, kWorkerClosed,
 } from './internal/symbols.js';
-import { asBytes, byteLengthOf, optionsObject, toTag, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
+import { asBytes, byteLengthOf, ffiMemory, optionsObject, toTag, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
 import { resolveSockaddr } from './internal/sockaddr.js';
@@ -378,7 +378,7 @@ export class Worker {
       buffer = iov.parts;
     } else {
       count = byteLengthOf(buffer, 'tagRecv buffer');
-      data = buffer;
+      data = ffiMemory(buffer);
       block = requests.params.tagRecv;
     }
     const request = requests.open<TagRecvInfo>(block, ResultKind.TagInfo, 'tagRecv', buffer);
@@ -438,7 +438,7 @@ export class Worker {
     const requests = this[kRequests];
     const block = requests.params.tagRecv;
     const request = requests.open<TagRecvInfo>(block, ResultKind.TagInfo, 'tagRecv (probed)', buffer);
-    return requests.track(request, block, ucx().ucp_tag_msg_recv_nbx(handle, buffer, count, message, block.address));
+    return requests.track(request, block, ucx().ucp_tag_msg_recv_nbx(handle, ffiMemory(buffer), count, message, block.address));
   }
 
   /**
