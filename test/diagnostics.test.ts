@@ -99,3 +99,12 @@ test('NODE_DEBUG=ucxx logs the lifecycle of contexts, workers, listeners and end
   assert.equal(quiet.status, 0, quiet.stderr);
   assert.doesNotMatch(quiet.stderr, /^UCXX \d+:/m);
 });
+
+test('a Context whose construction failed is not counted', () => {
+  const before = getDiagnostics().contexts;
+  // Refused by ucp_config_modify, by the option check after ucp_init, and by ucp_init itself.
+  for (const config of [{ NOT_AN_OPTION: 'x' }, { TCP_NOT_AN_OPTION: 'x' }]) {
+    assert.throws(() => new Context({ config }), (err: { code?: string }) => err.code === 'UCS_ERR_NO_ELEM');
+    assert.equal(getDiagnostics().contexts, before, JSON.stringify(config));
+  }
+});
