@@ -37,6 +37,7 @@ import {
 import { StreamReceiver } from './endpoint/stream-receiver.js';
 import {
   ATOMIC_LABEL, ATOMIC_OPS, fetchBitwiseByCompareAndSwap, isFetchBitwiseBroken, postAtomic, toWord,
+  atomicWidth,
 } from './endpoint/atomics.js';
 import { featureMismatchHint } from './internal/hints.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
@@ -93,11 +94,11 @@ export interface AmSendOptions extends OperationOptions {
 export type AtomicOp = 'add' | 'and' | 'or' | 'xor' | 'swap' | 'cswap';
 /** Each operation's name in errors (constants: no string built per operation). */
 export interface AtomicOptions extends OperationOptions {
-  /** Operand width; default 64 for a bigint value, 32 for a number. */
+  /** Operand width: 64 for a bigint value, 32 for a number; when given, it must agree with the value. */
   width?: 32 | 64;
   /** Resolve with the previous value (always on for 'swap' and 'cswap'). */
   fetch?: boolean;
-  /** For 'cswap': the value the word must have for `value` to be stored. */
+  /** For 'cswap': the value the word must have for `value` to be stored (of `value`'s type). */
   compare?: number | bigint;
 }
 
@@ -732,22 +733,36 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /**
    * A remote atomic operation on the 32- or 64-bit word at `offset` in the key's region (beyond ucxx).
-   * `op`: 'add', 'and', 'or', 'xor', 'swap' or 'cswap'. The width is 64 bits for a bigint `value`, 32 for
-   * a number, unless `options.width` says. With `fetch: true` (always for 'swap'/'cswap') it resolves
-   * with the previous value (a bigint for 64 bits, a number for 32). 'cswap' stores `value` when the word
-   * equals `options.compare`. A misaligned offset, or one outside the region, is a RangeError.
+   * `op`: 'add', 'and', 'or', 'xor', 'swap' or 'cswap'. The value's type is the word's width: a bigint
+   * works on a 64-bit word, a number on a 32-bit one (so `1` adds to a 32-bit word: a 64-bit counter
+   * takes `1n`). `options.width`, when given, must agree (an InvalidArgumentError otherwise), and so
+   * must `options.compare`. With `fetch: true` (always for 'swap'/'cswap') it resolves with the previous
+   * value, of the value's type; without, with nothing. 'cswap' stores `value` when the word equals
+   * `options.compare`. A misaligned offset, or one outside the region, is a RangeError.
    *
    * @example
    * ```ts
-   * const before = await ep.atomic('add', key, 0, 1n, { fetch: true });
+   * const before: bigint = await ep.atomic('add', key, 0, 1n, { fetch: true }); // 64-bit word
+   * await ep.atomic('or', key, 8, 0b100);                                         // 32-bit, no result
    * ```
    */
-  atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: AtomicOptions = {}): Request<number | bigint | undefined> {
+  atomic(op: 'swap' | 'cswap', remoteKey: RemoteKey, offset: number | bigint, value: bigint, options?: AtomicOptions): Request<bigint>;
+  /** 'swap' and 'cswap' on a 32-bit word: resolve with the previous value, a number. */
+  atomic(op: 'swap' | 'cswap', remoteKey: RemoteKey, offset: number | bigint, value: number, options?: AtomicOptions): Request<number>;
+  /** A fetching operation on a 64-bit word: resolves with the previous value, a bigint. */
+  atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: bigint, options: AtomicOptions & { fetch: true }): Request<bigint>;
+  /** A fetching operation on a 32-bit word: resolves with the previous value, a number. */
+  atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: number, options: AtomicOptions & { fetch: true }): Request<number>;
+  /** A non-fetching 'add', 'and', 'or' or 'xor': resolves with nothing. */
+  atomic(op: 'add' | 'and' | 'or' | 'xor', remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options?: AtomicOptions & { fetch?: false }): Request<void>;
+  /** Any operation, when the types are known only at run time. */
+  atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options?: AtomicOptions): Request<number | bigint | undefined>;
+  // The implementation's result is each overload's: Request<T> is invariant in T, hence `any` here only.
+  atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: AtomicOptions = {}): Request<any> {
     const ep = this[kLive]('atomic');
     if (!(remoteKey instanceof RemoteKey)) throw new InvalidArgumentError('atomic: remoteKey must be a RemoteKey');
     if (typeof op !== 'string' || !Object.hasOwn(ATOMIC_OPS, op)) throw new InvalidArgumentError(`atomic op must be one of ${Object.keys(ATOMIC_OPS).join(', ')}, got ${show(op)}`);
-    const width = options.width ?? (typeof value === 'bigint' ? 64 : 32);
-    if (width !== 32 && width !== 64) throw new ArgumentOutOfRangeError(`atomic width must be 32 or 64, got ${show(width)}`);
+    const width = atomicWidth(value, options.width, op === 'cswap' ? options.compare : undefined);
     const bytes = width / 8;
     const fetch = op === 'swap' || op === 'cswap' || options.fetch === true;
     const rkey = remoteKey[kHandleFor](this, 'write');
@@ -767,20 +782,28 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /**
-   * Atomically adds `value` and resolves with the previous value.
+   * Atomically adds `value` and resolves with the previous value, of `value`'s type: a bigint adds to
+   * a 64-bit word, a number to a 32-bit one (`fetchAdd(key, 0, 1)` on a 64-bit counter would add to its
+   * low half only: pass `1n`). A `width` that disagrees with the type is an InvalidArgumentError.
    *
    * @example
    * ```ts
-   * const ticket = await ep.fetchAdd(key, 0, 1n); // a 64-bit counter at offset 0: a bigint
-   * const hits = await ep.fetchAdd(key, 8, 1);    // a 32-bit one at offset 8: a number
+   * const ticket: bigint = await ep.fetchAdd(key, 0, 1n); // a 64-bit counter at offset 0
+   * const hits: number = await ep.fetchAdd(key, 8, 1);    // a 32-bit one at offset 8
    * ```
    */
-  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<number | bigint | undefined> {
-    return this.atomic('add', remoteKey, offset, value, { ...options, fetch: true });
+  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: bigint, options?: { width?: 64; signal?: AbortSignal }): Request<bigint>;
+  /** On a 32-bit word: resolves with the previous value, a number. */
+  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number, options?: { width?: 32; signal?: AbortSignal }): Request<number>;
+  /** When the value's type is known only at run time. */
+  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options?: { width?: 32 | 64; signal?: AbortSignal }): Request<number | bigint>;
+  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<any> {
+    return this.atomic('add', remoteKey, offset, value, { ...optionsObject(options, 'fetchAdd options'), fetch: true });
   }
 
   /**
-   * Atomically stores `desired` if the word equals `expected`; resolves with the previous value.
+   * Atomically stores `desired` if the word equals `expected`; resolves with the previous value. Both
+   * are bigints (a 64-bit word) or both numbers (32-bit); a mix is an InvalidArgumentError.
    *
    * @example
    * ```ts
@@ -788,8 +811,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * if (previous === 0n) console.log('locked');
    * ```
    */
-  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number | bigint, desired: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<number | bigint | undefined> {
-    return this.atomic('cswap', remoteKey, offset, desired, { ...options, compare: expected });
+  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: bigint, desired: bigint, options?: { width?: 64; signal?: AbortSignal }): Request<bigint>;
+  /** On a 32-bit word: resolves with the previous value, a number. */
+  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number, desired: number, options?: { width?: 32; signal?: AbortSignal }): Request<number>;
+  /** When the values' types are known only at run time (they must still agree). */
+  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number | bigint, desired: number | bigint, options?: { width?: 32 | 64; signal?: AbortSignal }): Request<number | bigint>;
+  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number | bigint, desired: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<any> {
+    return this.atomic('cswap', remoteKey, offset, desired, { ...optionsObject(options, 'compareAndSwap options'), compare: expected });
   }
 
   /**
