@@ -39,6 +39,7 @@ import { Listener, isOwnListenerPort, type ListenerOptions } from './listener.js
 import { installUcxxAm, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx-am.js';
 import type { AmReceiverCallbackInfo } from './internal/ucxx-am-header.js';
 import { tagMultiRecv, type TagMultiRecvOptions } from './tag-multi.js';
+import { ProbeWaits } from './tag-probe.js';
 import {
   connectUcxxPython, listenUcxxPython, type UcxxPythonConnectOptions, type UcxxPythonEndpoint, type UcxxPythonListener,
   type UcxxPythonListenerOptions,
@@ -143,6 +144,8 @@ export class Worker {
   #closing: Promise<void> | undefined;
   /** Waits that are no UCX request but must keep the worker awake (ucxx `amRecv`). */
   #holds = 0;
+  /** Waiting `tagProbeWait` calls, checked after each progress pass. */
+  readonly #probes = new ProbeWaits<TagProbeResult>((delta) => this[kHold](delta));
 
   /** @internal Use `context.createWorker()` (IllegalConstructorError otherwise). */
   constructor(token: typeof INTERNAL, context: Context, contextHandle: bigint, options: WorkerOptions, wakeup: boolean) {
@@ -178,7 +181,10 @@ export class Worker {
     this[kRequests] = requests;
     try {
       this.#engine = new ProgressEngine(
-        this.#handle as bigint, mode, wakeup, () => this.#runDeferred(), () => requests.inflightCount > 0,
+        this.#handle as bigint, mode, wakeup, () => {
+          this.#runDeferred();
+          if (this.#probes.size !== 0) this.#probes.check();
+        }, () => requests.inflightCount > 0,
         busyPollUs,
       );
       requests.attach(this.#engine);
@@ -397,7 +403,7 @@ export class Worker {
    * Looks for a tag message that has arrived (after progressing once) without receiving it. Returns
    * null when there is none. With `remove: true` the message is taken out of UCX's queue and must be
    * received with the returned `receive(buffer)`: this is how to receive a message whose size you do not
-   * know in advance.
+   * know in advance. `tagProbeWait` waits for one to arrive.
    *
    * @example
    * ```ts
@@ -410,16 +416,54 @@ export class Worker {
    */
   tagProbe(tag: bigint | number, tagMask: bigint | number = FULL_MASK, options: { remove?: boolean } = {}): TagProbeResult | null {
     options = optionsObject(options, 'tagProbe options');
-    const handle = this[kLive]('Worker');
+    this[kLive]('Worker');
     const t = toTag(tag, 'tag');
     const m = toTag(tagMask, 'tagMask');
     this.#engine.progress();
+    return this.#probeNow(t, m, options.remove === true);
+  }
+
+  /**
+   * Waits for a tag message matching `tag` under `tagMask` to arrive, without receiving it: resolves
+   * with what `tagProbe` returns once there is one (it keeps the process alive meanwhile). This is the
+   * pattern for a message of unknown size: probe with `remove: true`, allocate `length` bytes, receive.
+   * `signal` rejects it with CanceledError (its `cause` the signal's reason), and so does closing the
+   * worker. A 'manual' worker finds the message when `worker.progress()` is called.
+   *
+   * @example
+   * ```ts
+   * const probe = await worker.tagProbeWait(7n, undefined, { remove: true, signal: AbortSignal.timeout(5000) });
+   * const buffer = new Uint8Array(probe.length);          // exactly the message's size
+   * const { senderTag } = await probe.receive!(buffer);
+   * ```
+   */
+  tagProbeWait(
+    tag: bigint | number, tagMask: bigint | number = FULL_MASK, options: { remove?: boolean; signal?: AbortSignal } = {},
+  ): Promise<TagProbeResult> {
+    try {
+      options = optionsObject(options, 'tagProbeWait options');
+      this[kLive]('Worker');
+      const t = toTag(tag, 'tag');
+      const m = toTag(tagMask, 'tagMask');
+      const signal = options.signal;
+      if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('tagProbeWait: signal must be an AbortSignal');
+      const remove = options.remove === true;
+      this.#engine.progress();
+      return this.#probes.wait(() => (this.#handle === null ? null : this.#probeNow(t, m, remove)), signal);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** ucp_tag_probe_nb without progress (which may run from the end of a progress pass). */
+  #probeNow(t: bigint, m: bigint, remove: boolean): TagProbeResult | null {
+    const handle = this.#handle as bigint;
     const info = this[kRequests].params.probeInfo;
-    const message = ucx().ucp_tag_probe_nb(handle, t, m, options.remove === true ? 1 : 0, info.buffer);
+    const message = ucx().ucp_tag_probe_nb(handle, t, m, remove ? 1 : 0, info.buffer);
     if (message === null) return null;
     const length = Number(info.getU64('length'));
     const senderTag = info.getU64('sender_tag');
-    if (options.remove !== true) return { length, senderTag, receive: null };
+    if (!remove) return { length, senderTag, receive: null };
     let received = false;
     return {
       length,
@@ -644,6 +688,7 @@ export class Worker {
   async #close(): Promise<void> {
     if (this.#handle === null) return;
     const handle = this.#handle;
+    this.#probes.cancelAll();
     // Rendezvous descriptors first, and progress while UCX tells their senders: UCX 1.13 asserts
     // (ucp_worker.inl:92) in ucp_am_data_release once the endpoint the message came through is closed,
     // and segfaults in ucp_rndv_ats_handler when the answer reaches a sender already cancelled.

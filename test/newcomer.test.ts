@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
 import {
-  AM_IDS_HELD, Context, createRemoteKeyFromSerialized, getDiagnostics, type AmMessage, type Endpoint, type Worker,
+  AM_IDS_HELD, CanceledError, Context, createRemoteKeyFromSerialized, getDiagnostics, type AmMessage, type Endpoint, type Worker,
 } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
 import { peerEnvironment } from './helpers/env.js';
@@ -171,4 +171,32 @@ describe('with a peer', () => {
     assert.equal(firstMismatch(new Uint8Array(got), pattern(42, 256)), -1);
     key.close();
   });
+
+  test('tagProbeWait waits for a message of unknown size; receive it into exactly its size', async () => {
+    const tag = 0x5a5an;
+    for (const size of [100, 4 << 20]) {
+      const probe = worker.tagProbeWait(tag, undefined, { remove: true, signal: AbortSignal.timeout(30_000) });
+      assert.equal(worker.tagProbe(tag), null, 'nothing has arrived yet');
+      // A rendezvous send completes only once received here: wait for 'sent' after the receive.
+      const sent = peer.call({ type: 'send-tag', size, seed: size, tag: String(tag) }, 'sent');
+      const found = await probe;
+      assert.equal(found.length, size);
+      assert.equal(found.senderTag, tag);
+      const buffer = new Uint8Array(found.length);
+      assert.equal((await (found.receive as NonNullable<typeof found.receive>)(buffer)).length, size);
+      assert.equal(firstMismatch(buffer, pattern(size, size)), -1);
+      await sent;
+    }
+  });
+
+  test('tagProbeWait: a signal rejects it with CanceledError carrying the reason; so does closing the worker', async () => {
+    const err = await worker.tagProbeWait(0x5a5bn, undefined, { signal: AbortSignal.timeout(20) }).then(() => null, (e: unknown) => e);
+    assert.ok(err instanceof CanceledError, String(err));
+    assert.equal((err.cause as Error).name, 'TimeoutError');
+    const other = context.createWorker();
+    const waiting = other.tagProbeWait(1n);
+    await other.close();
+    await assert.rejects(waiting, CanceledError);
+  });
 });
+
