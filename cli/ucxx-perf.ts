@@ -26,7 +26,8 @@ ${TEST_LIST}
   -n, --iterations N      measured iterations per size (default: by test and size)
   -w, --warmup N          warm-up iterations (default: n/10, at least 10)
   -m, --memory KIND       allocated (UCX allocates the target region) | registered (default allocated)
-  -P, --progress MODE     spin (synchronous busy-poll) | polling | event (default spin)
+  -P, --progress MODE     spin (synchronous busy-poll) | polling | event (default spin); the client's
+                          choice applies to both sides: the server runs each test in its client's mode
   -O, --outstanding N     operations in flight before waiting (bandwidth tests, default 16)
   -F, --flush-every N     put_bw, atomic_rate: flush after every N operations (default 0: once, at the end)
   -B, --busy-poll US      'event'/'polling': microseconds of polling after the last activity before
@@ -48,6 +49,7 @@ function parseSize(text: string): number {
   const unit = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[(match[2] ?? '').toLowerCase()] ?? 1;
   const size = Number(match[1]) * unit;
   if (!Number.isSafeInteger(size) || size > 1024 ** 3) throw new UsageError(`size out of range: ${text}`);
+  if (size < 1) throw new UsageError(`size must be at least 1 byte, got ${text}`);
   return size;
 }
 
@@ -65,11 +67,20 @@ function parseSizes(text: string): number[] {
 function positive(text: string | undefined, what: string, fallback: number): number {
   if (text === undefined) return fallback;
   const n = Number(text);
-  if (!Number.isSafeInteger(n) || n < 0) throw new UsageError(`${what} must be a non-negative integer, got ${text}`);
+  if (text.trim() === '' || !Number.isSafeInteger(n) || n < 0) throw new UsageError(`${what} must be a non-negative integer, got ${text}`);
   return n;
 }
 
-function parseCommandLine(argv: string[]): { host?: string; local: boolean; json: boolean; port: number; plan: Plan; iterationsGiven: boolean } {
+/** A count that must be at least 1 when given (0 would measure nothing, or divide by zero). */
+function atLeastOne(text: string | undefined, what: string, fallback: number): number {
+  const n = positive(text, what, fallback);
+  if (text !== undefined && n < 1) throw new UsageError(`${what} must be at least 1, got ${text}`);
+  return n;
+}
+
+function parseCommandLine(argv: string[]): {
+  host?: string; local: boolean; json: boolean; port: number; plan: Plan; iterationsGiven: boolean; progressGiven: boolean;
+} {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -103,8 +114,8 @@ function parseCommandLine(argv: string[]): { host?: string; local: boolean; json
   const progress = (values.progress ?? 'spin') as Mode;
   if (!['spin', 'polling', 'event'].includes(progress)) throw new UsageError('progress must be spin, polling or event');
   const sizes = parseSizes(values.size ?? '8');
-  const iterations = positive(values.iterations, 'iterations', 0);
-  const outstanding = Math.max(1, positive(values.outstanding, 'outstanding', 16));
+  const iterations = atLeastOne(values.iterations, 'iterations', 0);
+  const outstanding = atLeastOne(values.outstanding, 'outstanding', 16);
   const port = positive(values.port, 'port', values.local === true ? 0 : 13337);
   if (port > 65535) throw new UsageError('port must be <= 65535');
   const warmup = positive(values.warmup, 'warmup', -1);
@@ -119,6 +130,7 @@ function parseCommandLine(argv: string[]): { host?: string; local: boolean; json
     json: values.json === true,
     port,
     iterationsGiven: iterations > 0,
+    progressGiven: values.progress !== undefined || values['busy-poll'] !== undefined,
     plan: {
       test, sizes, iterations, warmup, outstanding, memory, progress, errorHandling: values['error-handling'] === true,
       flushEvery: positive(values['flush-every'], 'flush-every', 0),
@@ -132,10 +144,8 @@ function parseCommandLine(argv: string[]): { host?: string; local: boolean; json
 
 async function main(): Promise<void> {
   if (process.argv[2] === '--serve-child') {
-    const port = Number(process.argv[3]);
-    const busyPoll = process.argv[5] === undefined || process.argv[5] === '' ? undefined : Number(process.argv[5]);
-    await serve(port, (process.argv[4] ?? 'spin') as Mode, busyPoll, (bound) => process.send?.({ port: bound }));
-    process.exit(0);
+    await serve(Number(process.argv[3]), (bound) => process.send?.({ port: bound }));
+    process.exit(process.exitCode ?? 0);
   }
   let options;
   try {
@@ -148,7 +158,7 @@ async function main(): Promise<void> {
     throw err;
   }
   if (options.local) {
-    const child = fork(fileURLToPath(import.meta.url), ['--serve-child', String(options.port), options.plan.progress, String(options.plan.busyPollUs ?? '')], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = fork(fileURLToPath(import.meta.url), ['--serve-child', String(options.port)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     const killer = setTimeout(() => child.kill('SIGKILL'), 10 * 60 * 1000);
     killer.unref();
     try {
@@ -171,7 +181,10 @@ async function main(): Promise<void> {
     return;
   }
   if (options.host === undefined) {
-    await serve(options.port, options.plan.progress, options.plan.busyPollUs);
+    if (options.progressGiven) {
+      console.error('ucxx-perf: note: the server runs each test in the progress mode the client asks for (-P, -B)');
+    }
+    await serve(options.port);
     return;
   }
   await runClient(options.host, options.port, options.plan, options.json);

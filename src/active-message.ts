@@ -68,6 +68,30 @@ export function liveWorkerCount(): number {
 }
 
 /**
+ * AM ids a worker registers with UCX at its creation (when its context has the 'am' feature), so that a
+ * message that arrives before the program set a handler for its id is held for that handler instead of
+ * being dropped by UCX. UCX keeps one small entry per id up to the highest registered, and registering
+ * every one of the 65,536 ids would cost each worker tens of milliseconds.
+ *
+ * @example
+ * ```ts
+ * // an id below AM_IDS_HELD can get its handler after the peer sent to it: nothing is lost
+ * const id = 7;
+ * if (id >= AM_IDS_HELD) worker.setAmHandler(id, handler); // before any peer can send to it
+ * ```
+ */
+export const AM_IDS_HELD = 256;
+/** Messages (and eager bytes) a worker holds for ids without a handler; beyond either, it drops them. */
+const HELD_MESSAGES_MAX = 1024;
+const HELD_BYTES_MAX = 64 << 20;
+let heldMessages = 0;
+
+/** @internal For getDiagnostics(): messages held, all workers of this thread, for ids without a handler. */
+export function heldAmMessageCount(): number {
+  return heldMessages;
+}
+
+/**
  * A rendezvous descriptor UCX holds for us until we receive or release it. A message that is dropped
  * without either is released when it is garbage-collected, so forgetting one leaks nothing for long.
  */
@@ -258,6 +282,15 @@ export class AmDispatcher {
   readonly #slot: number;
   readonly #handlers = new Map<number, AmHandler>();
   readonly #queues = new Map<number, Queue>();
+  /** Messages that arrived for an id without a handler, in arrival order, for the next one set. */
+  readonly #held = new Map<number, AmMessage[]>();
+  #heldCount = 0;
+  #heldBytes = 0;
+  /** Ids whose held messages are being handed to a new handler: later ones queue behind them. */
+  readonly #draining = new Set<number>();
+  #dropped = 0;
+  /** Ids registered with UCX (they stay registered until the worker is destroyed). */
+  readonly #registered = new Set<number>();
   #closed = false;
   /** Iterator next() calls waiting for a message. */
   #waiting = 0;
@@ -273,10 +306,11 @@ export class AmDispatcher {
   /** @internal Rendezvous descriptors not yet received or released (released at close). */
   readonly [kPendingDescriptors] = new Set<PendingDescriptor>();
 
-  constructor(worker: Worker, workerHandle: bigint) {
+  constructor(worker: Worker, workerHandle: bigint, holdIds: boolean) {
     this.#worker = worker;
     this.#workerHandle = workerHandle;
     this.#slot = dispatchers.add(this);
+    if (holdIds) for (let id = 0; id < AM_IDS_HELD; id++) this.#register(id, true);
   }
 
   setHandler(id: number, handler: AmHandler | null): void {
@@ -284,13 +318,69 @@ export class AmDispatcher {
     if (handler !== null && typeof handler !== 'function') throw new InvalidArgumentError('the AM handler must be a function');
     this.#endQueue(id);
     if (handler === null) {
-      // The UCX registration stays (messages without a handler are dropped in _onMessage): UCX 1.13
-      // segfaults on an active message without a header for an id that has no handler.
+      // The UCX registration stays, and messages are held for the next handler: UCX 1.13 segfaults on
+      // an active message without a header for an id that has no handler.
       this.#handlers.delete(id);
       return;
     }
     this.#handlers.set(id, handler);
     this.#register(id, true);
+    const held = this.#takeHeld(id);
+    if (held.length === 0) return;
+    // Not from inside setAmHandler: the caller finishes setting up first. Messages arriving meanwhile
+    // queue behind these, so the handler sees every message of the id in arrival order.
+    this.#draining.add(id);
+    this.#held.set(id, held);
+    this.#heldCount += held.length;
+    heldMessages += held.length;
+    for (const message of held) this.#heldBytes += message.data?.byteLength ?? 0;
+    queueMicrotask(() => {
+      this.#draining.delete(id);
+      for (const message of this.#takeHeld(id)) {
+        const current = this.#handlers.get(id);
+        if (current === undefined || this.#closed) {
+          if (this.#closed || !this.#hold(message)) message[kRelease]();
+          continue;
+        }
+        this.#run(current, message, true);
+      }
+    });
+  }
+
+  /** Removes and returns the messages held for `id`. */
+  #takeHeld(id: number): AmMessage[] {
+    const held = this.#held.get(id);
+    if (held === undefined) return [];
+    this.#held.delete(id);
+    this.#heldCount -= held.length;
+    heldMessages -= held.length;
+    for (const message of held) this.#heldBytes -= message.data?.byteLength ?? 0;
+    return held;
+  }
+
+  /** Keeps a message of an id without a handler; false when the bound is reached (it is dropped). */
+  #hold(message: AmMessage): boolean {
+    const bytes = message.data?.byteLength ?? 0;
+    if (this.#heldCount >= HELD_MESSAGES_MAX || this.#heldBytes + bytes > HELD_BYTES_MAX) return false;
+    let held = this.#held.get(message.id);
+    if (held === undefined) this.#held.set(message.id, held = []);
+    held.push(message);
+    this.#heldCount++;
+    this.#heldBytes += bytes;
+    heldMessages++;
+    return true;
+  }
+
+  /** One warning per worker for the first drop, and the count in later ones every 1,000: never silent. */
+  #warnDropped(id: number): void {
+    this.#dropped++;
+    if (this.#dropped !== 1 && this.#dropped % 1000 !== 0) return;
+    process.emitWarning(
+      `ucxx-ts: active messages for ids without a handler exceed what a worker holds (${HELD_MESSAGES_MAX} ` +
+        `messages, ${HELD_BYTES_MAX >> 20} MiB); ${this.#dropped} dropped so far, the last of id ${id} ` +
+        '(rendezvous ones are rejected: their senders fail)',
+      { code: 'UCXX_AM_DROPPED' },
+    );
   }
 
   iterate(id: number, signal: AbortSignal | undefined): AsyncIterableIterator<AmMessage> {
@@ -298,6 +388,7 @@ export class AmDispatcher {
     this.#endQueue(id);
     const queue: Queue = { messages: [], waiters: [] };
     this.#queues.set(id, queue);
+    queue.messages.push(...this.#takeHeld(id));
     this.#handlers.set(id, (message) => {
       const waiter = queue.waiters.shift();
       if (waiter !== undefined) waiter({ value: message, done: false });
@@ -341,19 +432,26 @@ export class AmDispatcher {
     const queue = this.#queues.get(id);
     if (queue === undefined) return;
     this.#queues.delete(id);
-    for (const message of queue.messages) message[kRelease]();
+    // Messages nobody took from the iterator wait for the next handler of the id, as unclaimed ones do.
+    for (const message of queue.messages.splice(0)) if (this.#closed || !this.#hold(message)) message[kRelease]();
     for (const waiter of queue.waiters.splice(0)) waiter({ value: undefined, done: true });
   }
 
+  /**
+   * Sets UCX's handler of `id` to ours (`on`), or, at close, keeps it but with no dispatcher in its
+   * argument (slot 0, never issued): UCX 1.13 segfaults on a header-less message for an id without a
+   * handler, and this worker's slot may go to a new worker before UCX destroys this one.
+   */
   #register(id: number, on: boolean): void {
+    if (on) this.#registered.add(id);
     const param = this.#worker[kRequests].params.amHandler;
     param.clear()
       .setU64('field_mask', K.UCP_AM_HANDLER_PARAM_FIELD_ID | K.UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
         K.UCP_AM_HANDLER_PARAM_FIELD_CB | K.UCP_AM_HANDLER_PARAM_FIELD_ARG)
       .setU32('id', id)
       .setU32('flags', Number(K.UCP_AM_FLAG_WHOLE_MSG))
-      .setPtr('cb', on ? amCallbackAddress() : null)
-      .setPtr('arg', BigInt(this.#slot * 0x10000 + id));
+      .setPtr('cb', amCallbackAddress())
+      .setPtr('arg', BigInt((on ? this.#slot * 0x10000 : 0) + id));
     const status = ucx().ucp_worker_set_am_recv_handler(this.#workerHandle, param.buffer);
     if (status !== UCS_OK && on) throw new ClosedError(`AM handler registration failed (status ${status})`);
   }
@@ -362,8 +460,7 @@ export class AmDispatcher {
   [kOnMessage](
     id: number, header: Address, headerLength: number, data: Address, length: number, param: Address,
   ): number {
-    const handler = this.#handlers.get(id);
-    if (handler === undefined) return UCS_OK;
+    const handler = this.#draining.has(id) ? undefined : this.#handlers.get(id);
     let rendezvous = false;
     let replyEndpoint: Endpoint | null = null;
     if (param !== 0) {
@@ -374,6 +471,11 @@ export class AmDispatcher {
         replyEndpoint = this.#worker[kEndpointByHandle](fields.readBigUInt64LE(RECV_PARAM.offsets.reply_ep)) ?? null;
       }
     }
+    if (handler === undefined &&
+      (this.#heldCount >= HELD_MESSAGES_MAX || (!rendezvous && this.#heldBytes + length > HELD_BYTES_MAX))) {
+      this.#warnDropped(id);
+      return rendezvous ? UCS_ERR_REJECTED : UCS_OK;
+    }
     // Copies (UCX reuses both regions once the callback returns), carved out of shared slabs: a fresh
     // ArrayBuffer per message would cost more than the copy (see internal/payload-slab.ts).
     const headerBytes = header === 0 || headerLength === 0 ? EMPTY : copyPayload(header, headerLength);
@@ -382,16 +484,33 @@ export class AmDispatcher {
     const message = new AmMessage(
       INTERNAL, this.#worker, this.#workerHandle, id, headerBytes, length, payload, pending, replyEndpoint,
     );
+    if (handler === undefined) {
+      // Held for the handler or iterator the program sets next: a rendezvous sender waits until then.
+      this.#hold(message);
+      if (!message.rendezvous) return UCS_OK;
+      message[kDecision] = UCS_INPROGRESS;
+      return UCS_INPROGRESS;
+    }
+    return this.#run(handler, message);
+  }
+
+  /**
+   * Hands a message to its handler and returns the status for UCX (from inside the UCX callback; a held
+   * message's rendezvous data is already kept, UCS_INPROGRESS).
+   */
+  #run(handler: AmHandler, message: AmMessage, held = false): number {
+    const id = message.id;
     let result: void | Promise<void> = undefined;
     try {
       result = handler(message);
     } catch (err) {
       warn(id, err);
       if (message.rendezvous && message[kDecision] === null) message.reject();
+      else if (held) message[kRelease]();
     }
     const decision = message[kDecision];
     if (!message.rendezvous) return UCS_OK;
-    if (decision !== null) return decision;
+    if (decision !== null && !held) return decision;
     // Neither received nor rejected yet: UCX keeps the descriptor. An async handler has until its Promise
     // settles; a message handed on elsewhere is released once received, rejected or garbage-collected.
     message[kDecision] = UCS_INPROGRESS;
@@ -416,11 +535,12 @@ export class AmDispatcher {
   /** Returns how many rendezvous descriptors it released. */
   close(): number {
     if (this.#closed) return 0;
-    for (const id of [...this.#queues.keys()]) this.#endQueue(id);
     const released = this[kPendingDescriptors].size;
+    for (const id of [...this.#queues.keys()]) this.#endQueue(id);
+    for (const id of [...this.#held.keys()]) for (const message of this.#takeHeld(id)) message[kRelease]();
     for (const pending of [...this[kPendingDescriptors]]) pending.release();
     this.#closed = true;
-    for (const id of this.#handlers.keys()) this.#register(id, false);
+    for (const id of this.#registered) this.#register(id, false);
     this.#handlers.clear();
     dispatchers.delete(this.#slot);
     return released;

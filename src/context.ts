@@ -231,6 +231,7 @@ export class Context {
         if (!isKnownOption(known, name)) {
           api.ucp_cleanup(this.#handle);
           this.#handle = null;
+          liveContexts.delete(this); // a context that failed to construct was never the caller's
           throw new ConfigError(UCS_ERR_NO_ELEM, name, value);
         }
         if (!(name in ucpOptions)) this.#transportConfig[name] = value;

@@ -10,7 +10,7 @@
 import { liveContextCount } from './context.js';
 import { liveEndpointCount } from './endpoint.js';
 import { liveListenerCount } from './listener.js';
-import { liveWorkerCount } from './active-message.js';
+import { heldAmMessageCount, liveWorkerCount } from './active-message.js';
 import { inflight } from './engine/completions.js';
 import { liveCounts } from './internal/live-counts.js';
 import { liveRelayThreads } from './ffi/index.js';
@@ -33,6 +33,11 @@ export interface UcxxDiagnostics {
   requestsInFlight: number;
   /** Wake relay threads (one per event/polling worker in a `worker_threads` thread; 0 on the main thread). */
   relayThreads: number;
+  /**
+   * Active messages that arrived for an id without a handler and wait for the next `setAmHandler` /
+   * `amMessages` of that id (ids below `AM_IDS_HELD`, or any id that had a handler once).
+   */
+  amMessagesHeld: number;
 }
 
 /**
@@ -55,5 +60,6 @@ export function getDiagnostics(): UcxxDiagnostics {
     remoteKeys: liveCounts.remoteKeys,
     requestsInFlight: inflight.size,
     relayThreads: liveRelayThreads(),
+    amMessagesHeld: heldAmMessageCount(),
   };
 }

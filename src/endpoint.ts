@@ -24,7 +24,7 @@ import {
 import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
-import { asBytes, byteLengthOf, optionsObject, toTag, toU64, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
+import { asBytes, byteLengthOf, ffiMemory, optionsObject, toTag, toU64, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { promiseOperation, requestOperation } from './engine/operations.js';
 import { inflight } from './engine/completions.js';
@@ -38,6 +38,7 @@ import {
 import { StreamReceiver } from './endpoint/stream-receiver.js';
 import {
   ATOMIC_LABEL, ATOMIC_OPS, fetchBitwiseByCompareAndSwap, isFetchBitwiseBroken, postAtomic, toWord,
+  atomicWidth,
 } from './endpoint/atomics.js';
 import { featureMismatchHint } from './internal/hints.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
@@ -94,11 +95,11 @@ export interface AmSendOptions extends OperationOptions {
 export type AtomicOp = 'add' | 'and' | 'or' | 'xor' | 'swap' | 'cswap';
 /** Each operation's name in errors (constants: no string built per operation). */
 export interface AtomicOptions extends OperationOptions {
-  /** Operand width; default 64 for a bigint value, 32 for a number. */
+  /** Operand width: 64 for a bigint value, 32 for a number; when given, it must agree with the value. */
   width?: 32 | 64;
   /** Resolve with the previous value (always on for 'swap' and 'cswap'). */
   fetch?: boolean;
-  /** For 'cswap': the value the word must have for `value` to be stored. */
+  /** For 'cswap': the value the word must have for `value` to be stored (of `value`'s type). */
   compare?: number | bigint;
 }
 
@@ -407,6 +408,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const what = put ? 'memPut' : 'memGet';
     const ep = this[kLive](what);
     const length = byteLengthOf(memory, put ? 'memPut source' : 'memGet destination');
+    memory = ffiMemory(memory);
     let address: bigint | number;
     let rkey: bigint;
     if (target instanceof RemoteKey) {
@@ -485,6 +487,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     } else {
       // Constant strings: a template literal here would build a string per send.
       count = byteLengthOf(buffer, sync ? 'tagSendSync buffer' : 'tagSend buffer');
+      data = ffiMemory(buffer);
       block = requests.params.send;
     }
     const signal = options?.signal;
@@ -541,7 +544,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (signal?.aborted === true) return worker[kAborted]('streamSend');
     const requests = worker[kRequests];
     const block = requests.params.send;
-    const request = requests.void(requests.slot(block), ucx().ucp_stream_send_nbx(ep, buffer, count, block.address), 'streamSend', buffer);
+    const request = requests.void(requests.slot(block), ucx().ucp_stream_send_nbx(ep, ffiMemory(buffer), count, block.address), 'streamSend', buffer);
     return request.completed ? request : this.#inFlight(request, false, signal);
   }
 
@@ -700,7 +703,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const block = requests.params.amSend;
     block.setFlags(flags);
     const keep = header === null ? data : [header, data];
-    const request = requests.void(requests.slot(block), ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, block.address), 'amSend', keep);
+    const request = requests.void(requests.slot(block), ucx().ucp_am_send_nbx(ep, id, ffiMemory(header), headerLength, ffiMemory(data), count, block.address), 'amSend', keep);
     return request.completed ? request : this.#inFlight(request, false, signal);
   }
 
@@ -753,23 +756,37 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /**
    * A remote atomic operation on the 32- or 64-bit word at `offset` in the key's region (beyond ucxx).
-   * `op`: 'add', 'and', 'or', 'xor', 'swap' or 'cswap'. The width is 64 bits for a bigint `value`, 32 for
-   * a number, unless `options.width` says. With `fetch: true` (always for 'swap'/'cswap') it resolves
-   * with the previous value (a bigint for 64 bits, a number for 32). 'cswap' stores `value` when the word
-   * equals `options.compare`. A misaligned offset, or one outside the region, is a RangeError.
+   * `op`: 'add', 'and', 'or', 'xor', 'swap' or 'cswap'. The value's type is the word's width: a bigint
+   * works on a 64-bit word, a number on a 32-bit one (so `1` adds to a 32-bit word: a 64-bit counter
+   * takes `1n`). `options.width`, when given, must agree (an InvalidArgumentError otherwise), and so
+   * must `options.compare`. With `fetch: true` (always for 'swap'/'cswap') it resolves with the previous
+   * value, of the value's type; without, with nothing. 'cswap' stores `value` when the word equals
+   * `options.compare`. A misaligned offset, or one outside the region, is a RangeError.
    *
    * @example
    * ```ts
-   * const before = await ep.atomic('add', key, 0, 1n, { fetch: true });
+   * const before: bigint = await ep.atomic('add', key, 0, 1n, { fetch: true }); // 64-bit word
+   * await ep.atomic('or', key, 8, 0b100);                                         // 32-bit, no result
    * ```
    */
+  atomic(op: 'swap' | 'cswap', remoteKey: RemoteKey, offset: number | bigint, value: bigint, options?: AtomicOptions): Request<bigint>;
+  /** 'swap' and 'cswap' on a 32-bit word: resolve with the previous value, a number. */
+  atomic(op: 'swap' | 'cswap', remoteKey: RemoteKey, offset: number | bigint, value: number, options?: AtomicOptions): Request<number>;
+  /** A fetching operation on a 64-bit word: resolves with the previous value, a bigint. */
+  atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: bigint, options: AtomicOptions & { fetch: true }): Request<bigint>;
+  /** A fetching operation on a 32-bit word: resolves with the previous value, a number. */
+  atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: number, options: AtomicOptions & { fetch: true }): Request<number>;
+  /** A non-fetching 'add', 'and', 'or' or 'xor': resolves with nothing. */
+  atomic(op: 'add' | 'and' | 'or' | 'xor', remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options?: AtomicOptions & { fetch?: false }): Request<void>;
+  /** Any operation, when the types are known only at run time. */
+  atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options?: AtomicOptions): Request<number | bigint | undefined>;
+  // The implementation's result is each overload's: Request<T> is invariant in T, hence `any` here only.
   @requestOperation
-  atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: AtomicOptions = {}): Request<number | bigint | undefined> {
+  atomic(op: AtomicOp, remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: AtomicOptions = {}): Request<any> {
     const ep = this[kLive]('atomic');
     if (!(remoteKey instanceof RemoteKey)) throw new InvalidArgumentError('atomic: remoteKey must be a RemoteKey');
     if (typeof op !== 'string' || !Object.hasOwn(ATOMIC_OPS, op)) throw new InvalidArgumentError(`atomic op must be one of ${Object.keys(ATOMIC_OPS).join(', ')}, got ${show(op)}`);
-    const width = options.width ?? (typeof value === 'bigint' ? 64 : 32);
-    if (width !== 32 && width !== 64) throw new ArgumentOutOfRangeError(`atomic width must be 32 or 64, got ${show(width)}`);
+    const width = atomicWidth(value, options.width, op === 'cswap' ? options.compare : undefined);
     const bytes = width / 8;
     const fetch = op === 'swap' || op === 'cswap' || options.fetch === true;
     const rkey = remoteKey[kHandleFor](this, 'write');
@@ -789,21 +806,29 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /**
-   * Atomically adds `value` and resolves with the previous value.
+   * Atomically adds `value` and resolves with the previous value, of `value`'s type: a bigint adds to
+   * a 64-bit word, a number to a 32-bit one (`fetchAdd(key, 0, 1)` on a 64-bit counter would add to its
+   * low half only: pass `1n`). A `width` that disagrees with the type is an InvalidArgumentError.
    *
    * @example
    * ```ts
-   * const ticket = await ep.fetchAdd(key, 0, 1n); // a 64-bit counter at offset 0: a bigint
-   * const hits = await ep.fetchAdd(key, 8, 1);    // a 32-bit one at offset 8: a number
+   * const ticket: bigint = await ep.fetchAdd(key, 0, 1n); // a 64-bit counter at offset 0
+   * const hits: number = await ep.fetchAdd(key, 8, 1);    // a 32-bit one at offset 8
    * ```
    */
+  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: bigint, options?: { width?: 64; signal?: AbortSignal }): Request<bigint>;
+  /** On a 32-bit word: resolves with the previous value, a number. */
+  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number, options?: { width?: 32; signal?: AbortSignal }): Request<number>;
+  /** When the value's type is known only at run time. */
+  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options?: { width?: 32 | 64; signal?: AbortSignal }): Request<number | bigint>;
   @requestOperation
-  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<number | bigint | undefined> {
-    return this.atomic('add', remoteKey, offset, value, { ...options, fetch: true });
+  fetchAdd(remoteKey: RemoteKey, offset: number | bigint, value: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<any> {
+    return this.atomic('add', remoteKey, offset, value, { ...optionsObject(options, 'fetchAdd options'), fetch: true });
   }
 
   /**
-   * Atomically stores `desired` if the word equals `expected`; resolves with the previous value.
+   * Atomically stores `desired` if the word equals `expected`; resolves with the previous value. Both
+   * are bigints (a 64-bit word) or both numbers (32-bit); a mix is an InvalidArgumentError.
    *
    * @example
    * ```ts
@@ -811,9 +836,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * if (previous === 0n) console.log('locked');
    * ```
    */
+  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: bigint, desired: bigint, options?: { width?: 64; signal?: AbortSignal }): Request<bigint>;
+  /** On a 32-bit word: resolves with the previous value, a number. */
+  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number, desired: number, options?: { width?: 32; signal?: AbortSignal }): Request<number>;
+  /** When the values' types are known only at run time (they must still agree). */
+  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number | bigint, desired: number | bigint, options?: { width?: 32 | 64; signal?: AbortSignal }): Request<number | bigint>;
   @requestOperation
-  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number | bigint, desired: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<number | bigint | undefined> {
-    return this.atomic('cswap', remoteKey, offset, desired, { ...options, compare: expected });
+  compareAndSwap(remoteKey: RemoteKey, offset: number | bigint, expected: number | bigint, desired: number | bigint, options: { width?: 32 | 64; signal?: AbortSignal } = {}): Request<any> {
+    return this.atomic('cswap', remoteKey, offset, desired, { ...optionsObject(options, 'compareAndSwap options'), compare: expected });
   }
 
   /**

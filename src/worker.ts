@@ -27,7 +27,7 @@ import {
   kMaxAmHeader, kParkIfHeld, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kStreamStashed, kTagRecv,
   kTeardownAtExit, kUcxRequest, kUpdateBusy, kWorkerClosed,
 } from './internal/symbols.js';
-import { asBytes, byteLengthOf, optionsObject, toTag, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
+import { asBytes, byteLengthOf, ffiMemory, optionsObject, toTag, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
 import { resolveSockaddr } from './internal/sockaddr.js';
@@ -40,6 +40,7 @@ import { Listener, isOwnListenerPort, type ListenerOptions } from './listener.js
 import { installUcxxAm, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx-am.js';
 import type { AmReceiverCallbackInfo } from './internal/ucxx-am-header.js';
 import { tagMultiRecv, type TagMultiRecvOptions } from './tag-multi.js';
+import { ProbeWaits } from './tag-probe.js';
 import {
   connectUcxxPython, listenUcxxPython, type UcxxPythonConnectOptions, type UcxxPythonEndpoint, type UcxxPythonListener,
   type UcxxPythonListenerOptions,
@@ -150,6 +151,8 @@ export class Worker {
   #parkedTimer: NodeJS.Timeout | null = null;
   /** Waits that are no UCX request but must keep the worker awake (ucxx `amRecv`). */
   #holds = 0;
+  /** Waiting `tagProbeWait` calls, checked after each progress pass. */
+  readonly #probes = new ProbeWaits<TagProbeResult>((delta) => this[kHold](delta));
 
   /** @internal Use `context.createWorker()` (IllegalConstructorError otherwise). */
   constructor(token: typeof INTERNAL, context: Context, contextHandle: bigint, options: WorkerOptions, wakeup: boolean) {
@@ -185,7 +188,10 @@ export class Worker {
     this[kRequests] = requests;
     try {
       this.#engine = new ProgressEngine(
-        this.#handle as bigint, mode, wakeup, () => this.#runDeferred(), () => requests.inflightCount > 0,
+        this.#handle as bigint, mode, wakeup, () => {
+          this.#runDeferred();
+          if (this.#probes.size !== 0) this.#probes.check();
+        }, () => requests.inflightCount > 0,
         busyPollUs,
       );
       requests.attach(this.#engine);
@@ -194,7 +200,7 @@ export class Worker {
       this.#handle = null;
       throw err;
     }
-    this.#am = new AmDispatcher(this, this.#handle as bigint);
+    this.#am = new AmDispatcher(this, this.#handle as bigint, context.features.includes('am'));
     if (context.features.includes('am')) installUcxxAm(this); // ucxx's AM id 0, as ucxx does
     debug('worker created (progress %s)', mode);
   }
@@ -387,7 +393,7 @@ export class Worker {
       buffer = iov.parts;
     } else {
       count = byteLengthOf(buffer, 'tagRecv buffer');
-      data = buffer;
+      data = ffiMemory(buffer);
       block = requests.params.tagRecv;
     }
     const request = requests.open<TagRecvInfo>(block, ResultKind.TagInfo, 'tagRecv', buffer);
@@ -406,7 +412,7 @@ export class Worker {
    * Looks for a tag message that has arrived (after progressing once) without receiving it. Returns
    * null when there is none. With `remove: true` the message is taken out of UCX's queue and must be
    * received with the returned `receive(buffer)`: this is how to receive a message whose size you do not
-   * know in advance.
+   * know in advance. `tagProbeWait` waits for one to arrive.
    *
    * @example
    * ```ts
@@ -419,16 +425,54 @@ export class Worker {
    */
   tagProbe(tag: bigint | number, tagMask: bigint | number = FULL_MASK, options: { remove?: boolean } = {}): TagProbeResult | null {
     options = optionsObject(options, 'tagProbe options');
-    const handle = this[kLive]('Worker');
+    this[kLive]('Worker');
     const t = toTag(tag, 'tag');
     const m = toTag(tagMask, 'tagMask');
     this.#engine.progress();
+    return this.#probeNow(t, m, options.remove === true);
+  }
+
+  /**
+   * Waits for a tag message matching `tag` under `tagMask` to arrive, without receiving it: resolves
+   * with what `tagProbe` returns once there is one (it keeps the process alive meanwhile). This is the
+   * pattern for a message of unknown size: probe with `remove: true`, allocate `length` bytes, receive.
+   * `signal` rejects it with CanceledError (its `cause` the signal's reason), and so does closing the
+   * worker. A 'manual' worker finds the message when `worker.progress()` is called.
+   *
+   * @example
+   * ```ts
+   * const probe = await worker.tagProbeWait(7n, undefined, { remove: true, signal: AbortSignal.timeout(5000) });
+   * const buffer = new Uint8Array(probe.length);          // exactly the message's size
+   * const { senderTag } = await probe.receive!(buffer);
+   * ```
+   */
+  tagProbeWait(
+    tag: bigint | number, tagMask: bigint | number = FULL_MASK, options: { remove?: boolean; signal?: AbortSignal } = {},
+  ): Promise<TagProbeResult> {
+    try {
+      options = optionsObject(options, 'tagProbeWait options');
+      this[kLive]('Worker');
+      const t = toTag(tag, 'tag');
+      const m = toTag(tagMask, 'tagMask');
+      const signal = options.signal;
+      if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('tagProbeWait: signal must be an AbortSignal');
+      const remove = options.remove === true;
+      this.#engine.progress();
+      return this.#probes.wait(() => (this.#handle === null ? null : this.#probeNow(t, m, remove)), signal);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** ucp_tag_probe_nb without progress (which may run from the end of a progress pass). */
+  #probeNow(t: bigint, m: bigint, remove: boolean): TagProbeResult | null {
+    const handle = this.#handle as bigint;
     const info = this[kRequests].params.probeInfo;
-    const message = ucx().ucp_tag_probe_nb(handle, t, m, options.remove === true ? 1 : 0, info.buffer);
+    const message = ucx().ucp_tag_probe_nb(handle, t, m, remove ? 1 : 0, info.buffer);
     if (message === null) return null;
     const length = Number(info.getU64('length'));
     const senderTag = info.getU64('sender_tag');
-    if (options.remove !== true) return { length, senderTag, receive: null };
+    if (!remove) return { length, senderTag, receive: null };
     let received = false;
     return {
       length,
@@ -452,7 +496,7 @@ export class Worker {
     const requests = this[kRequests];
     const block = requests.params.tagRecv;
     const request = requests.open<TagRecvInfo>(block, ResultKind.TagInfo, 'tagRecv (probed)', buffer);
-    return requests.track(request, block, ucx().ucp_tag_msg_recv_nbx(handle, buffer, count, message, block.address));
+    return requests.track(request, block, ucx().ucp_tag_msg_recv_nbx(handle, ffiMemory(buffer), count, message, block.address));
   }
 
   /**
@@ -659,6 +703,7 @@ export class Worker {
   async #close(): Promise<void> {
     if (this.#handle === null) return;
     const handle = this.#handle;
+    this.#probes.cancelAll();
     // Rendezvous descriptors first, and progress while UCX tells their senders: UCX 1.13 asserts
     // (ucp_worker.inl:92) in ucp_am_data_release once the endpoint the message came through is closed,
     // and segfaults in ucp_rndv_ats_handler when the answer reaches a sender already cancelled.

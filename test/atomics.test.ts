@@ -99,6 +99,44 @@ describe('atomic argument checks', () => {
   });
 });
 
+describe('widths follow the value type', () => {
+  test('a number with width 64, a bigint with width 32 and a mixed compare-and-swap are InvalidArgumentErrors', () => {
+    const key = keys.allocated;
+    const invalid = (err: unknown): boolean => err instanceof TypeError && (err as { code?: string }).code === 'UCXX_ERR_INVALID_ARG';
+    assert.throws(() => endpoint.fetchAdd(key, 0, 1, { width: 64 as never }), invalid);
+    assert.throws(() => endpoint.fetchAdd(key, 0, 1n, { width: 32 as never }), invalid);
+    assert.throws(() => endpoint.atomic('add', key, 0, 1, { width: 64 }), invalid);
+    assert.throws(() => endpoint.compareAndSwap(key, 0, 1n, 2 as never), invalid);
+    assert.throws(() => endpoint.compareAndSwap(key, 0, 1 as never, 2n), invalid);
+    assert.throws(() => endpoint.atomic('cswap', key, 0, 2n, { compare: 1 }), invalid);
+  });
+
+  test('results are typed by the arguments: bigint in, bigint out; number in, number out; no fetch, nothing', async () => {
+    const key = keys.allocated;
+    const at = 256;
+    await setWord('allocated', at, 64, (5n << 32n) | 0xffffffffn);
+    // A number adds to a 32-bit word: the low half of this 64-bit word wraps, the high half stays.
+    const low: number = await endpoint.fetchAdd(key, at, 1);
+    assert.equal(low, 0xffffffff);
+    assert.equal(await word('allocated', at, 64), 5n << 32n);
+    // A bigint adds to the 64-bit word.
+    const whole: bigint = await endpoint.fetchAdd(key, at, 1n);
+    assert.equal(whole, 5n << 32n);
+    const swapped: bigint = await endpoint.compareAndSwap(key, at, (5n << 32n) + 1n, 7n);
+    assert.equal(swapped, (5n << 32n) + 1n);
+    const previous32: number = await endpoint.compareAndSwap(key, at, 7, 8);
+    assert.equal(previous32, 7);
+    const fetched: bigint = await endpoint.atomic('or', key, at, 0x10n, { fetch: true });
+    assert.equal(fetched, 8n);
+    const exchanged: number = await endpoint.atomic('swap', key, at, 3);
+    assert.equal(exchanged, 0x18);
+    const nothing: void = await endpoint.atomic('add', key, at, 1);
+    assert.equal(nothing, undefined);
+    await endpoint.flush();
+    assert.equal(await word('allocated', at, 64), 4n);
+  });
+});
+
 describe('concurrency', () => {
   test('fetch-adds from two processes (and this one) sum exactly; every fetched value is distinct', async () => {
     const COUNT = 2000;

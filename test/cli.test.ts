@@ -1,7 +1,10 @@
-/** ucxx-perf: bad options exit with status 2 and a message; --local runs a test and prints JSON. */
+/**
+ * ucxx-perf: bad options exit with status 2 and a message; --local runs a test and prints JSON; a
+ * server whose client dies mid-test goes back to listening. ucxx-info reports what UCX sees.
+ */
 import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
 import { readFileSync } from 'node:fs';
@@ -25,6 +28,10 @@ test('bad options: status 2 and a message saying what is wrong', () => {
     [['--local', 'somehost'], /no HOST/],
     [['-B', '50'], /--busy-poll applies to --progress event or polling/],
     [['-F', 'x3'], /flush-every must be a non-negative integer/],
+    [['-n', '0'], /iterations must be at least 1/],
+    [['-O', '0'], /outstanding must be at least 1/],
+    [['-s', '0'], /size must be at least 1 byte/],
+    [['-s', '0,8'], /size must be at least 1 byte/],
   ] as const) {
     const { status, stderr } = run([...args]);
     assert.equal(status, 2, `${args.join(' ')}: ${stderr}`);
@@ -62,6 +69,43 @@ test('--local with event progress, error handling and a flush every N: the optio
   assert.equal((JSON.parse(flushed.stdout.trim()) as Record<string, unknown>)['iterations'], 3000);
 });
 
+test('a server whose client is killed mid-test says so, goes back to listening, and serves the next client', async () => {
+  for (const progress of ['spin', 'event']) {
+    const server = spawn(process.execPath, [CLI, '-p', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    const seen = (pattern: RegExp, what: string): Promise<RegExpMatchArray> => new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}; server stderr:\n${stderr}`)), 60_000);
+      const look = (): void => {
+        const match = pattern.exec(stderr);
+        if (match === null) return;
+        clearTimeout(timer);
+        server.stderr?.off('data', look);
+        resolve(match);
+      };
+      server.stderr?.on('data', look);
+      look();
+    });
+    server.stderr?.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
+    try {
+      const port = (await seen(/listening on port (\d+)/, 'the server to listen'))[1] as string;
+      // A client that would run for minutes, killed while it measures (or still sets up, on a slow
+      // machine: the server must recover from either).
+      const client = spawn(process.execPath, [CLI, '127.0.0.1', '-p', port, '-t', 'tag_lat', '-n', '100000000', '-P', progress],
+        { stdio: 'ignore' });
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      client.kill('SIGKILL');
+      await seen(/the client left mid-test/, `the server (${progress}) to notice the dead client`);
+      await seen(/listening again/, 'the server to listen again');
+      const next = spawnSync(process.execPath, [CLI, '127.0.0.1', '-p', port, '-t', 'tag_lat', '-n', '200', '-P', progress, '--json'],
+        { encoding: 'utf8', timeout: 60_000 });
+      assert.equal(next.status, 0, `${next.stderr}\nserver:\n${stderr}`);
+      assert.equal((JSON.parse(next.stdout.trim()) as Record<string, unknown>)['progress'], progress);
+    } finally {
+      server.kill('SIGKILL');
+    }
+  }
+});
+
 test('docs/performance.md describes each test of the table, with the ucx_perftest counterpart the bench runs', () => {
   const doc = readFileSync(path.join(path.dirname(CLI), '..', '..', 'docs', 'performance.md'), 'utf8');
   const rows = new Map<string, string>();
@@ -95,7 +139,7 @@ test('ucxx-info: the UCX version, the transports this host has, what ucxx-ts set
   const transports = new Set(info.resources.map((r) => r.transport));
   for (const t of ['tcp', 'sysv', 'posix', 'cma', 'self']) assert.ok(transports.has(t), `no ${t} in ${[...transports].join(', ')}`);
   assert.ok(info.resources.some((r) => r.transport === 'tcp' && r.device === 'lo'));
-  assert.deepEqual(info.environment.map((e) => e.name), ['UCX_MEM_MMAP_HOOK_MODE', 'UCX_MEM_MALLOC_HOOKS', 'UCX_MEM_EVENTS']);
+  assert.deepEqual(info.environment.map((e) => e.name), ['UCX_MEM_MMAP_HOOK_MODE', 'UCX_MEM_MALLOC_HOOKS', 'UCX_MEM_EVENTS', 'UCX_LOG_FILE']);
   assert.equal(info.config['TLS'], 'all');
   // A setting of the user's shows in the configuration; a stream-only context has fewer resources.
   const config = spawnSync(process.execPath, [INFO, '-c', '--features', 'stream,wakeup'], {

@@ -99,3 +99,12 @@ test('NODE_DEBUG=ucxx logs the lifecycle of contexts, workers, listeners and end
   assert.equal(quiet.status, 0, quiet.stderr);
   assert.doesNotMatch(quiet.stderr, /^UCXX \d+:/m);
 });
+
+test('a Context whose construction failed is not counted', () => {
+  const before = getDiagnostics().contexts;
+  // Both are refused by the option check that runs after ucp_init.
+  for (const config of [{ NOT_AN_OPTION: 'x' }, { TCP_NOT_AN_OPTION: 'x' }] as Record<string, string>[]) {
+    assert.throws(() => new Context({ config }), (err: { code?: string }) => err.code === 'UCS_ERR_NO_ELEM');
+    assert.equal(getDiagnostics().contexts, before, JSON.stringify(config));
+  }
+});

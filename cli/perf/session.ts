@@ -4,7 +4,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import {
-  Context, createRemoteKeyFromSerialized, type Endpoint, type MemoryHandle, type Request, type Worker,
+  Context, TimedOutError, createRemoteKeyFromSerialized, type Endpoint, type MemoryHandle, type Request, type Worker,
 } from 'ucxx-ts';
 import type { Mode, Plan, Result } from './plan.js';
 import { printHeader, printRow, ProgressBar, summarize } from './report.js';
@@ -38,6 +38,25 @@ export function testOf(plan: Plan): PerfTest {
  * shared-memory transport signals an armed peer through a socket on every message, which costs
  * microseconds that a busy-polling peer does not need.
  */
+/** A context and measurement worker for one test, in the plan's progress mode (see open()). */
+function openMeasurement(mode: Mode, busyPollUs?: number): { context: Context; worker: Worker } {
+  const context = mode === 'spin'
+    ? new Context({ features: ['tag', 'stream', 'am', 'rma', 'amo32', 'amo64'] })
+    : new Context();
+  const worker = context.createWorker({
+    progressMode: mode === 'spin' ? 'manual' : mode, ...(busyPollUs === undefined ? {} : { busyPollUs }),
+  });
+  if (mode === 'spin') {
+    // Between measurements something must progress the manual worker; during one the synchronous
+    // spin blocks this timer out.
+    const pump = setInterval(() => {
+      if (worker.closed) clearInterval(pump);
+      else worker.progress();
+    }, 1);
+  }
+  return { context, worker };
+}
+
 function open(mode: Mode, busyPollUs?: number): { context: Context; worker: Worker; control: Worker } {
   const context = mode === 'spin'
     ? new Context({ features: ['tag', 'stream', 'am', 'rma', 'amo32', 'amo64'] })
@@ -68,12 +87,21 @@ function open(mode: Mode, busyPollUs?: number): { context: Context; worker: Work
  * only what it returns: an `await` per operation costs a trip through the microtask queue. The 'await'
  * style is the code the README teaches: every request awaited.
  */
-function waiter(worker: Worker, plan: Plan): Wait {
+function waiter(worker: Worker, plan: Plan, checkGone?: () => void): Wait {
   const mode = plan.progress;
   if (plan.style === 'await') return (request) => request;
   if (mode === 'spin') {
     return (request) => {
-      if (!request.completed) worker.progressUntil(request);
+      // The server looks at its client's connection between slices: a client that died never answers.
+      if (checkGone === undefined) worker.progressUntil(request);
+      while (!request.completed) {
+        try {
+          worker.progressUntil(request, SPIN_SLICE_MS);
+        } catch (err) {
+          if (!(err instanceof TimedOutError)) throw err;
+          checkGone?.();
+        }
+      }
       if (request.error !== undefined) throw request.error;
       return undefined;
     };
@@ -82,6 +110,11 @@ function waiter(worker: Worker, plan: Plan): Wait {
   // thenable) takes three.
   return (request) => (request.completed && request.error === undefined ? undefined : request.promise);
 }
+
+/** How long the server waits for a client that connected to send its plan. */
+const PLAN_WAIT_MS = 30_000;
+/** How long a server's synchronous wait spins before it looks whether its client is still there. */
+const SPIN_SLICE_MS = 200;
 
 function regionSize(plan: Plan): number {
   return Math.max(4096, ...plan.sizes);
@@ -102,37 +135,91 @@ async function waitEach(wait: Wait, requests: readonly Request<unknown>[]): Prom
 
 // ---- server -----------------------------------------------------------------------------------------
 
-/** Serves clients one at a time on `port` (with `onListening`: one client, then returns). */
-export async function serve(port: number, mode: Mode, busyPollUs?: number, onListening?: (port: number) => void): Promise<void> {
-  const { context, worker, control } = open(mode, busyPollUs);
+/**
+ * Serves clients one at a time on `port` (with `onListening`: one client, then returns). The listener
+ * and the plan's exchange run on a control worker of their own; each client's test runs on a context
+ * and worker made for it, in the progress mode (and busy-poll time) the client's plan names, and closed
+ * after it: a client that leaves mid-test leaves nothing behind (receives posted for it are cancelled).
+ */
+export async function serve(port: number, onListening?: (port: number) => void): Promise<void> {
+  const context = new Context();
+  const control = context.createWorker({ progressMode: 'event' });
   const listener = control.listen({ port });
   onListening?.(listener.port);
   if (onListening === undefined) console.error(`ucxx-perf: server listening on port ${listener.port}`);
+  let failed = false;
   for await (const endpoint of listener) {
+    failed = false;
     try {
-      await serveOne(context, worker, control, endpoint);
+      await serveOne(control, endpoint);
     } catch (err) {
-      console.error(`ucxx-perf server: ${String(err)}`);
+      failed = true;
+      console.error(`ucxx-perf server: ${err instanceof ClientGone ? err.message : String(err)}`);
     }
     await endpoint.close();
     if (onListening !== undefined) break; // --local: one client
+    if (failed) console.error('ucxx-perf: server listening again');
   }
   await context.close();
+  if (failed) process.exitCode = 1;
 }
 
-async function serveOne(context: Context, worker: Worker, controlWorker: Worker, control: Endpoint): Promise<void> {
+/** The client's control connection closed or failed while the server waited on the test. */
+class ClientGone extends Error {
+  constructor() {
+    super('the client left mid-test (its connection closed); the test was abandoned');
+  }
+}
+
+async function serveOne(controlWorker: Worker, control: Endpoint): Promise<void> {
+  // The measurement endpoint has no error handling (as ucx_perftest's): a client that dies is seen on
+  // the control connection, whose 'close' ends every wait below.
+  let leave!: (err: ClientGone) => void;
+  const left = new Promise<never>((_, reject) => { leave = reject; });
+  left.catch(() => undefined);
+  const onGone = (): void => leave(new ClientGone());
+  control.once('close', onGone);
+  control.once('error', onGone);
+  if (control.closed) onGone();
+  const unlessGone = <T>(promise: Promise<T>): Promise<T> => Promise.race([promise, left]);
   const planBuffer = new Uint8Array(8192);
-  const planInfo = await controlWorker.tagRecv(planBuffer, PLAN_TAG);
+  let planInfo;
+  try {
+    planInfo = await unlessGone(controlWorker.tagRecv(planBuffer, PLAN_TAG, undefined, { signal: AbortSignal.timeout(PLAN_WAIT_MS) }).promise);
+  } finally {
+    if (planInfo === undefined) {
+      control.off('close', onGone);
+      control.off('error', onGone);
+    }
+  }
   const plan = JSON.parse(Buffer.from(planBuffer.subarray(0, planInfo.length)).toString()) as WirePlan;
   const test = testOf(plan);
+  const { context, worker } = openMeasurement(plan.progress, plan.busyPollUs);
+  try {
+    await serveTest(plan, test, context, worker, control, unlessGone, () => {
+      // In 'spin' nothing else runs meanwhile: look at the control connection from here.
+      controlWorker.progress();
+      if (control.closed) throw new ClientGone();
+    });
+  } finally {
+    control.off('close', onGone);
+    control.off('error', onGone);
+    await context.close();
+  }
+}
+
+async function serveTest(
+  plan: WirePlan, test: PerfTest, context: Context, worker: Worker, control: Endpoint,
+  unlessGone: <T>(promise: Promise<T>) => Promise<T>, checkGone: () => void,
+): Promise<void> {
   // Measurements run on endpoints created from worker addresses, as ucx_perftest's: UCX pairs the two
   // endpoints the sides create to each other (see open() for why not the control endpoint).
   await control.tagSend(Buffer.from(worker.getAddress()), ADDRESS_TAG);
   const endpoint = worker.connectToAddress(Buffer.from(plan.address, 'hex'), { errorHandling: plan.errorHandling });
-  await endpoint.flush();
+  await unlessGone(endpoint.flush().promise);
   const region = createRegion(context, plan);
   await endpoint.tagSend(region.createRemoteKey().serialize(), KEY_TAG);
-  const wait = waiter(worker, plan);
+  const wait = waiter(worker, plan, checkGone);
   const spin = plan.progress === 'spin';
   const run: ServerRun = {
     plan, worker, endpoint, wait,
@@ -149,8 +236,8 @@ async function serveOne(context: Context, worker: Worker, controlWorker: Worker,
   try {
     for (const [i, size] of plan.sizes.entries()) {
       if (session.receive === undefined) break; // RMA and atomics need nothing from the server's code
-      await session.receive(run.region.subarray(0, size), plan.counts[i] as number);
-      if (test.kind !== 'latency' && test.completion === 'ack') await waitEach(wait, [endpoint.tagSend(new Uint8Array(1), ACK_TAG)]);
+      await unlessGone(Promise.resolve(session.receive(run.region.subarray(0, size), plan.counts[i] as number)));
+      if (test.kind !== 'latency' && test.completion === 'ack') await unlessGone(waitEach(wait, [endpoint.tagSend(new Uint8Array(1), ACK_TAG)]));
     }
     if (plan.memory === 'allocated' && test.serverSleeps === true) {
       // A get from UCX-allocated (shared) memory is one-sided: the client's loads need nothing from this
@@ -162,9 +249,10 @@ async function serveOne(context: Context, worker: Worker, controlWorker: Worker,
         const receive = worker.tagProbe(DONE_TAG, undefined, { remove: true })?.receive;
         if (receive) {
           const received = receive(doneBuffer);
-          if (!received.completed) worker.progressUntil(received);
+          if (!received.completed) wait(received);
           break;
         }
+        checkGone();
         await new Promise((resolve) => setTimeout(resolve, 1));
       }
       return;
@@ -174,13 +262,14 @@ async function serveOne(context: Context, worker: Worker, controlWorker: Worker,
     // it is done.
     const done = worker.tagRecv(new Uint8Array(1), DONE_TAG);
     if (spin) {
-      while (!done.completed) {
+      for (let i = 1; !done.completed; i++) {
         worker.progress();
         await session.poll?.();
+        if (i % 4096 === 0) checkGone();
       }
     } else {
       // The worker's own progress serves the client meanwhile, as in a user's server.
-      await done;
+      await unlessGone(done.promise);
     }
   } finally {
     session.close?.();

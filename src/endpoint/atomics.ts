@@ -50,6 +50,31 @@ export function toWord(value: number | bigint, width: 32 | 64, what: string): bi
   return value >= 0n ? value : BigInt.asUintN(width, value);
 }
 
+/**
+ * The word width of an atomic: the value's type (bigint: 64 bits, number: 32). A `width` or a compare
+ * value of the other type is refused: converting silently is how a 64-bit counter got a 32-bit add.
+ */
+export function atomicWidth(value: unknown, width: unknown, compare: unknown): 32 | 64 {
+  if (typeof value !== 'number' && typeof value !== 'bigint') {
+    throw new InvalidArgumentError(`atomic value must be a number (32-bit word) or a bigint (64-bit word), got ${show(value)}`);
+  }
+  const own = typeof value === 'bigint' ? 64 : 32;
+  if (width !== undefined && width !== 32 && width !== 64) {
+    throw new ArgumentOutOfRangeError(`atomic width must be 32 or 64, got ${show(width)}`);
+  }
+  if (width !== undefined && width !== own) {
+    throw new InvalidArgumentError(own === 64
+      ? `atomic: a bigint value is a 64-bit word, but width is ${width}: pass a number for a 32-bit word`
+      : `atomic: a number value is a 32-bit word, but width is ${width}: pass a bigint (e.g. 1n) for a 64-bit word`);
+  }
+  if (compare !== undefined && typeof compare !== typeof value) {
+    throw new InvalidArgumentError(
+      `atomic cswap: the compare value is a ${typeof compare} and the value a ${typeof value}: both must be bigints (64-bit word) or both numbers (32-bit)`,
+    );
+  }
+  return own;
+}
+
 /** UCX 1.13 computes fetching and/or/xor wrongly over shared memory (see fetchBitwiseByCompareAndSwap). */
 let fetchBitwiseBroken: boolean | undefined;
 export function isFetchBitwiseBroken(): boolean {

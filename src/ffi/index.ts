@@ -26,7 +26,7 @@ export function ucx(): UcxFunctions {
 
 /**
  * Runs `fn` with UCX's log level at 'fatal', then restores it: for a call whose UCX error logs are
- * expected and say nothing to the user (UCX logs to stdout by default, into a program's own output).
+ * expected and say nothing to the user.
  */
 export function withUcxLogsQuiet<T>(fn: () => T): T {
   const api = ucx();

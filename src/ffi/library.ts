@@ -119,6 +119,9 @@ export interface UcxLibraries {
  *   V8's helper threads call mmap concurrently, and with the hooks on about 1 process start in 100 on a
  *   busy 2-core machine crashed inside V8's page allocator (0 in 300 without them). The hooks only serve
  *   UCX's registration cache for RDMA/GPU memory; without them UCX registers directly.
+ * - UCX writes its log (warnings, errors) to stdout unless UCX_LOG_FILE names a file; libucs 1.13 takes
+ *   "stdout" and "stderr" there as the streams themselves. A Node program's stdout is its output (piped
+ *   into other programs, parsed as JSON), and diagnostics belong on stderr, as Node's own warnings are.
  *
  * Nothing here changes what a peer sees: a setting that changes lane selection (UCX_MM_ERROR_HANDLING,
  * for one) makes two processes choose different lanes for one connection, and UCX 1.13 then aborts in
@@ -134,6 +137,7 @@ export const UCX_ENVIRONMENT_DEFAULTS: Readonly<Record<string, string>> = {
   UCX_MEM_MMAP_HOOK_MODE: 'none',
   UCX_MEM_MALLOC_HOOKS: 'n',
   UCX_MEM_EVENTS: 'n',
+  UCX_LOG_FILE: 'stderr',
 };
 
 function applyEnvironmentDefaults(): void {

@@ -67,11 +67,16 @@ export function byteLengthOf(memory: unknown, what: string): number {
     if (length === 0 && isDetached(memory)) throw detachedError(what);
     return length;
   }
-  if (typeof SharedArrayBuffer !== 'undefined' && memory instanceof SharedArrayBuffer) {
-    // koffi takes views of a SharedArrayBuffer as pointers, not the SharedArrayBuffer itself.
-    throw new InvalidArgumentError(`${what}: pass a view of the SharedArrayBuffer (new Uint8Array(sab)), not the SharedArrayBuffer itself`);
-  }
+  if (typeof SharedArrayBuffer !== 'undefined' && memory instanceof SharedArrayBuffer) return memory.byteLength;
   throw notMemory(memory, what);
+}
+
+/**
+ * `memory` as koffi takes it for a pointer: a SharedArrayBuffer becomes a Uint8Array over it (koffi
+ * refuses the SharedArrayBuffer itself, and takes an ArrayBuffer or any view as is).
+ */
+export function ffiMemory<T>(memory: T): T | Uint8Array {
+  return typeof SharedArrayBuffer !== 'undefined' && memory instanceof SharedArrayBuffer ? new Uint8Array(memory) : memory;
 }
 
 function notMemory(memory: unknown, what: string): InvalidArgumentError {

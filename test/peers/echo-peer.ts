@@ -67,7 +67,10 @@ worker.setAmHandler(1, (message) => {
   void message.receive().then((data) => message.replyEndpoint?.amSend(2, message.header, data, { reply: false }));
 });
 
-process.on('message', (command: { type: string; size?: number; tag?: string; seed?: number; offset?: number; width?: number; which?: string }) => {
+process.on('message', (command: {
+  type: string; size?: number; tag?: string; seed?: number; offset?: number; width?: number; which?: string;
+  id?: number; count?: number; protocol?: 'eager' | 'rendezvous';
+}) => {
   void (async () => {
     switch (command.type) {
       case 'send-tag':
@@ -111,6 +114,20 @@ process.on('message', (command: { type: string; size?: number; tag?: string; see
         if (command.width === 64) view.setBigUint64(command.offset ?? 0, BigInt(command.tag ?? '0'), true);
         else view.setUint32(command.offset ?? 0, Number(command.tag ?? '0'), true);
         send({ type: 'written' });
+        break;
+      }
+      case 'send-am': {
+        // `count` messages of `size` bytes on AM id `id`, header [i], payload pattern(seed + i): reports
+        // 'am-sent' once all were posted and the eager ones completed, then 'am-done' with each outcome.
+        const outcomes: Promise<string>[] = [];
+        for (let i = 0; i < (command.count ?? 1); i++) {
+          const request = endpoint?.amSend(command.id ?? 0, new Uint8Array([i]),
+            pattern((command.seed ?? 0) + i, command.size ?? 0), { protocol: command.protocol ?? 'eager' });
+          outcomes.push(Promise.resolve(request).then(() => 'ok', (err: { code?: string }) => String(err.code)));
+        }
+        if (command.protocol !== 'rendezvous') await Promise.all(outcomes);
+        send({ type: 'am-sent' });
+        send({ type: 'am-done', outcomes: await Promise.all(outcomes) });
         break;
       }
       case 'exit':
