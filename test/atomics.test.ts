@@ -103,12 +103,12 @@ describe('widths follow the value type', () => {
   test('a number with width 64, a bigint with width 32 and a mixed compare-and-swap are InvalidArgumentErrors', () => {
     const key = keys.allocated;
     const invalid = (err: unknown): boolean => err instanceof TypeError && (err as { code?: string }).code === 'UCXX_ERR_INVALID_ARG';
-    assert.throws(() => endpoint.fetchAdd(key, 0, 1, { width: 64 as never }), invalid);
-    assert.throws(() => endpoint.fetchAdd(key, 0, 1n, { width: 32 as never }), invalid);
-    assert.throws(() => endpoint.atomic('add', key, 0, 1, { width: 64 }), invalid);
-    assert.throws(() => endpoint.compareAndSwap(key, 0, 1n, 2 as never), invalid);
-    assert.throws(() => endpoint.compareAndSwap(key, 0, 1 as never, 2n), invalid);
-    assert.throws(() => endpoint.atomic('cswap', key, 0, 2n, { compare: 1 }), invalid);
+    failsAtOnce(() => endpoint.fetchAdd(key, 0, 1, { width: 64 as never }), invalid);
+    failsAtOnce(() => endpoint.fetchAdd(key, 0, 1n, { width: 32 as never }), invalid);
+    failsAtOnce(() => endpoint.atomic('add', key, 0, 1, { width: 64 }), invalid);
+    failsAtOnce(() => endpoint.compareAndSwap(key, 0, 1n, 2 as never), invalid);
+    failsAtOnce(() => endpoint.compareAndSwap(key, 0, 1 as never, 2n), invalid);
+    failsAtOnce(() => endpoint.atomic('cswap', key, 0, 2n, { compare: 1 }), invalid);
   });
 
   test('results are typed by the arguments: bigint in, bigint out; number in, number out; no fetch, nothing', async () => {
