@@ -29,8 +29,6 @@ export interface UcxProfile {
    * `ucp_config_modify` refuses a name no registered table has under its full (prefixed) name.
    */
   readonly tcpOptionName: (name: string) => string;
-  /** `UCS_MEMORY_TYPE_LAST` (= UNKNOWN): memory types in a packed rkey must be below it. */
-  readonly memoryTypeLast: number;
   /** The parser of packed worker addresses (`ucp_worker_query(ADDRESS)`, `ucp_ep_create`'s input). */
   readonly workerAddressFormat: UcxFormat;
   /** The parser of packed remote keys (`ucp_rkey_pack`, `ucp_ep_rkey_unpack`'s input). */
@@ -54,7 +52,6 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     minors: [13, 13],
     printAllOptsHasFilter: false,
     tcpOptionName: (name) => name,
-    memoryTypeLast: 5, // HOST, CUDA, CUDA_MANAGED, ROCM, ROCM_MANAGED
     workerAddressFormat: '1.13',
     packedRkeyFormat: '1.13',
     shmRecordFormat: '1.13',
@@ -65,10 +62,9 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     minors: [19, 20],
     printAllOptsHasFilter: true,
     tcpOptionName: (name) => `TCP_${name}`,
-    memoryTypeLast: 9, // 1.13's five, then RDMA, ZE_HOST, ZE_DEVICE, ZE_MANAGED
     workerAddressFormat: '1.20',
     packedRkeyFormat: '1.20',
-    shmRecordFormat: '1.20',
+    shmRecordFormat: '1.13', // uct_sysv_packed_rkey_t and uct_posix_packed_rkey_t are unchanged in 1.20
     workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: false }),
   }),
 ]);
