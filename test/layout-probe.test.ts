@@ -13,6 +13,8 @@ import { join } from 'node:path';
 import { LAYOUTS, STATUS_TYPE } from '../src/ffi/layouts.js';
 import { CONSTANTS, UCP_API_MAJOR, UCP_API_MINOR } from '../src/ffi/constants.js';
 import { STATUS_NAMES } from '../src/ffi/status.js';
+import { ucpVersion } from '../src/ffi/index.js';
+import { ucxIncludeDir, ucxIncludeFlags } from './helpers/env.js';
 
 const INSTALL_HINT =
   'The layout probe needs gcc and the UCX development headers (<ucp/api/ucp.h>): install `gcc libucx-dev` ' +
@@ -68,8 +70,10 @@ function buildItems(): Item[] {
   }
   items.push({ kind: 'api', key: 'UCP_API_MAJOR', expr: '(UCP_API_MAJOR)', format: 'llu',
     expected: BigInt(UCP_API_MAJOR) });
+  // The headers must be those of the loaded libucp (its minor version); ucxx-ts asks ucp_init_version
+  // for the oldest API it supports (UCP_API_MINOR, checked below), which every newer libucp grants.
   items.push({ kind: 'api', key: 'UCP_API_MINOR', expr: '(UCP_API_MINOR)', format: 'llu',
-    expected: BigInt(UCP_API_MINOR) });
+    expected: BigInt(ucpVersion()[1]) });
   for (const [value, name] of STATUS_NAMES) {
     items.push({ kind: 'status', key: name, expr: `(${name})`, format: 'd', expected: BigInt(value) });
   }
@@ -113,7 +117,7 @@ function checkToolchain(dir: string): void {
   const src = join(dir, 'toolchain.c');
   writeFileSync(src, '#include <stddef.h>\n#include <ucp/api/ucp.h>\nint main(void) { return 0; }\n');
   try {
-    execFileSync('gcc', ['-fdiagnostics-color=never', src, '-o', join(dir, 'toolchain')], { stdio: 'pipe', timeout: 60_000 });
+    execFileSync('gcc', ['-fdiagnostics-color=never', ...ucxIncludeFlags(), src, '-o', join(dir, 'toolchain')], { stdio: 'pipe', timeout: 60_000 });
   } catch (err) {
     const code = (err as { code?: string }).code;
     const why = code === 'ENOENT' ? 'gcc was not found on PATH' : `gcc could not compile #include <ucp/api/ucp.h>:\n${errorText(err)}`;
@@ -127,7 +131,7 @@ function compile(dir: string, items: readonly Item[]): { failed: Set<Item>; stde
   const src = join(dir, 'probe.c');
   writeFileSync(src, source);
   try {
-    execFileSync('gcc', ['-fdiagnostics-color=never', src, '-o', join(dir, 'probe')], { stdio: 'pipe', timeout: 60_000 });
+    execFileSync('gcc', ['-fdiagnostics-color=never', ...ucxIncludeFlags(), src, '-o', join(dir, 'probe')], { stdio: 'pipe', timeout: 60_000 });
     return { failed: new Set(), stderr: '' };
   } catch (err) {
     const stderr = errorText(err);
@@ -141,7 +145,9 @@ function compile(dir: string, items: readonly Item[]): { failed: Set<Item>; stde
   }
 }
 
-test('FFI layouts, constants and status codes match the installed UCX headers', () => {
+test('FFI layouts, constants and status codes match the headers of the loaded UCX', () => {
+  assert.ok(UCP_API_MINOR <= ucpVersion()[1], `ucp_init_version asks for API 1.${UCP_API_MINOR}`);
+  console.log(`layout probe: headers in ${ucxIncludeDir()}, libucp ${ucpVersion().join('.')}`);
   const items = buildItems();
   const dir = mkdtempSync(join(tmpdir(), 'ucxx-layout-probe-'));
   let keep = false;
