@@ -40,6 +40,12 @@ export interface UcxProfile {
    * - fetchBitwiseByCompareAndSwap: fetching and/or/xor over shared memory return wrong values
    *   (docs/ucx-1.13-bugs/); ucxx-ts computes them with a compare-and-swap loop instead.
    */
+  /**
+   * Parameter structs that grew at their end in this version (C sizeof): ucxx-ts fills the 1.13 prefix
+   * of src/ffi/layouts.ts and never sets the field_mask bits of the new tail, so UCX never reads it.
+   * The layout probe checks these sizes against the version's headers.
+   */
+  readonly grownStructs: Readonly<Record<string, number>>;
   readonly workarounds: {
     readonly fetchBitwiseByCompareAndSwap: boolean;
   };
@@ -55,6 +61,7 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     workerAddressFormat: '1.13',
     packedRkeyFormat: '1.13',
     shmRecordFormat: '1.13',
+    grownStructs: Object.freeze({}),
     workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: true }),
   }),
   Object.freeze<UcxProfile>({
@@ -65,6 +72,7 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     workerAddressFormat: '1.20',
     packedRkeyFormat: '1.20',
     shmRecordFormat: '1.13', // uct_sysv_packed_rkey_t and uct_posix_packed_rkey_t are unchanged in 1.20
+    grownStructs: Object.freeze({ ucp_params_t: 88, ucp_mem_map_params_t: 48 }),
     workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: false }),
   }),
 ]);
@@ -137,16 +145,32 @@ export function checkUcxVersion(version: readonly [number, number, number]): voi
   profileFor(version);
 }
 
-let loaded: { profile: UcxProfile; version: [number, number, number] } | undefined;
+/**
+ * The profile chosen at load, kept per process (a process maps one libucp): a second copy of these
+ * modules in the same process (tests load src/internal beside the package) sees the same one.
+ */
+const LOADED = Symbol.for('ucxx-ts.loadedUcxProfile');
+type Loaded = { profile: UcxProfile; version: [number, number, number] };
+const registry = globalThis as { [LOADED]?: Loaded };
 
 /** @internal Called once by declareFunctions with the version of the libucp it loaded. */
 export function selectProfile(version: [number, number, number]): UcxProfile {
   const profile = profileFor(version);
-  loaded = { profile, version };
+  registry[LOADED] = { profile, version };
   return profile;
 }
 
 /** @internal The profile chosen at load (undefined before libucp is loaded). */
 export function loadedProfile(): UcxProfile | undefined {
-  return loaded?.profile;
+  return registry[LOADED]?.profile;
+}
+
+/**
+ * @internal The loaded profile, for the parsers of UCX's formats (which import this module alone, so that
+ * they load no library): throws when libucp is not loaded yet.
+ */
+export function requireLoadedProfile(): UcxProfile {
+  const profile = loadedProfile();
+  if (profile === undefined) throw new Error('ucxx-ts: UCX is not loaded yet, so the format of its addresses and keys is unknown');
+  return profile;
 }

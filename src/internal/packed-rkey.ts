@@ -47,7 +47,7 @@
 
 import { RemoteKeyFormatError } from './remote-key-format-error.js';
 import { InvalidArgumentError } from './misuse-errors.js';
-import { ucxProfile, type UcxFormat } from '../ffi/index.js';
+import { requireLoadedProfile, type UcxFormat } from '../ffi/ucx-versions.js';
 
 /** `UCS_MEMORY_TYPE_LAST` of UCX 1.13 (HOST, CUDA, CUDA_MANAGED, ROCM, ROCM_MANAGED). */
 export const UCS_MEMORY_TYPE_LAST_1_13 = 5;
@@ -118,7 +118,7 @@ export function parsePackedRkey(bytes: Uint8Array, options: ParsePackedRkeyOptio
   if (!(bytes instanceof Uint8Array)) {
     throw new InvalidArgumentError('packed remote key must be a Uint8Array');
   }
-  const format = options.format ?? ucxProfile().packedRkeyFormat;
+  const format = options.format ?? requireLoadedProfile().packedRkeyFormat;
   if (format === 'unvalidated') fail('this UCX version\'s packed remote key format is not known to ucxx-ts: refused');
   const memoryTypeLimit = options.memoryTypeLimit ?? (format === '1.13' ? UCS_MEMORY_TYPE_LAST_1_13 : UCS_MEMORY_TYPE_LAST_1_20);
   const maxMds = options.maxMds ?? UCP_MAX_MDS_1_13;

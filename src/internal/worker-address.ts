@@ -65,7 +65,7 @@
  * transports trust the peer they then talk to.
  */
 import { InvalidArgumentError } from './misuse-errors.js';
-import { ucxProfile, type UcxFormat } from '../ffi/index.js';
+import { requireLoadedProfile, type UcxFormat } from '../ffi/ucx-versions.js';
 
 /**
  * Thrown for a worker address that is not shaped like one `ucp_worker_query` packs.
@@ -481,7 +481,7 @@ function readAttributes(c: Cursor, v2: boolean, index: number): ByteRange {
  * Walks `bytes` exactly as UCX 1.13.1's ucp_address_unpack would for ucp_ep_create, with every check
  * described in the module comment, and returns what it found. Throws WorkerAddressFormatError.
  */
-export function parseWorkerAddress(bytes: Uint8Array, format: UcxFormat = ucxProfile().workerAddressFormat): ParsedWorkerAddress {
+export function parseWorkerAddress(bytes: Uint8Array, format: UcxFormat = requireLoadedProfile().workerAddressFormat): ParsedWorkerAddress {
   if (!(bytes instanceof Uint8Array)) throw new InvalidArgumentError('worker address must be a Uint8Array');
   const c: Cursor = new Cursor(bytes);
   if (format === 'unvalidated') c.fail('cannot be checked: the worker address format of this UCX version is not known to ucxx-ts');
@@ -610,6 +610,6 @@ export function parseWorkerAddress(bytes: Uint8Array, format: UcxFormat = ucxPro
  * (1.13.1 or 1.20.1) packs (non-unified mode, address version v1 or v2), so that ucp_ep_create can read it without going out of
  * bounds, aborting, or handing a transport a truncated or inconsistent address.
  */
-export function validateWorkerAddress(bytes: Uint8Array): void {
-  parseWorkerAddress(bytes);
+export function validateWorkerAddress(bytes: Uint8Array, format?: UcxFormat): void {
+  parseWorkerAddress(bytes, format);
 }
