@@ -84,3 +84,32 @@ else
   echo "$lock_hash" > "$STAMP"
   log "node_modules installed"
 fi
+
+# ---- the UCX that ucxx ships (the libucx-cu12 wheel) ---------------------------------------------------
+# A second UCX beside Debian's 1.13, pinned to what libucxx-cu12 0.52 accepts (>=1.19,<1.22), in a
+# project-local venv; the tests use it when UCXX_TS_UCX_LIBDIR points at its lib/ (scripts/test.sh --ucx=wheel).
+# The stamp holds the pin the venv was installed with, so a changed pin reinstalls.
+UCX_WHEEL_PIN="libucx-cu12==1.20.1"
+VENV="$ROOT/.venv"
+VENV_STAMP="$VENV/.ucxx-ts-stamp"
+if [[ -f "$VENV_STAMP" && "$(cat "$VENV_STAMP")" == "$UCX_WHEEL_PIN" ]]; then
+  log "UCX wheel up to date ($UCX_WHEEL_PIN in .venv)"
+else
+  command -v python3 >/dev/null 2>&1 || die "python3 is missing; it installs the UCX wheel ($UCX_WHEEL_PIN)"
+  if ! python3 -m venv --help >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 || die "python3 has no venv module and there is no apt-get: install python3-venv"
+    SUDO=()
+    [[ "$(id -u)" -ne 0 ]] && SUDO=(sudo)
+    log "installing python3-venv"
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+  fi
+  [[ -x "$VENV/bin/pip" ]] || python3 -m venv "$VENV"
+  log "installing $UCX_WHEEL_PIN into .venv"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "$UCX_WHEEL_PIN"
+  echo "$UCX_WHEEL_PIN" > "$VENV_STAMP"
+fi
+UCX_WHEEL_LIBDIR="$(ls -d "$VENV"/lib/python3*/site-packages/libucx/lib 2>/dev/null | head -n1)"
+[[ -n "$UCX_WHEEL_LIBDIR" && -e "$UCX_WHEEL_LIBDIR/libucp.so.0" ]] \
+  || die "the UCX wheel in .venv has no libucx/lib/libucp.so.0; remove .venv and run again"
+log "UCX wheel: UCXX_TS_UCX_LIBDIR=$UCX_WHEEL_LIBDIR"

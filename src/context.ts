@@ -5,7 +5,7 @@ import {
 } from './internal/symbols.js';
 import { debug } from './internal/debug-log.js';
 import {
-  CONSTANTS, OutCell, StructBuffer, UCP_API_MAJOR, UCP_API_MINOR, UCS_ERR_NO_ELEM, addressOf, captureStream,
+  CONSTANTS, OutCell, StructBuffer, UCP_API_MAJOR, UCP_API_MINOR, UCS_ERR_NO_ELEM, addressOf, captureStream, ucxProfile,
   layouts, ucx,
 } from './ffi/index.js';
 import { ClosedError, ConfigError, check } from './errors.js';
@@ -93,10 +93,9 @@ export interface ContextOptions {
 export const DEFAULT_FAILURE_TIMEOUT = 10_000;
 
 /**
- * The UCX settings that `failureTimeout` (ms) drives. Names without their table prefix: UCX 1.13's
- * ucp_config_modify hands an unknown name to every transport's table as is, and the TCP tables name
- * these KEEPIDLE/KEEPINTVL/KEEPCNT (with the prefix, `TCP_KEEPIDLE`, no table matches and UCX only warns
- * "invalid configuration"). None of them changes lane selection or anything on the wire: timers only.
+ * The UCX settings that `failureTimeout` (ms) drives. Names without their table prefix; the TCP ones
+ * are handed to ucp_config_modify as the loaded version spells them (UcxProfile.tcpOptionName: bare on
+ * 1.13, `TCP_KEEPIDLE` from 1.14 on). None of them changes lane selection or anything on the wire: timers only.
  * - KEEPALIVE_INTERVAL: UCP's keepalive round (PEER-mode endpoints): a small message on an idle
  *   connection, so that a dead TCP connection shows up as a send error.
  * - KEEPIDLE/KEEPINTVL/KEEPCNT: the kernel's keepalive on UCX's TCP sockets (whole seconds, at least 1).
@@ -195,12 +194,14 @@ export class Context {
         for (const name of ['KEEPIDLE', 'KEEPINTVL', 'KEEPCNT', 'CM_REUSEADDR']) delete derived[name];
       }
       if (reuseAddress) derived['CM_REUSEADDR'] = 'y';
+      const { tcpOptionName } = ucxProfile();
       for (const [name, value] of Object.entries(derived)) {
         const spellings = name === 'KEEPALIVE_INTERVAL' ? [name] : name === 'CM_REUSEADDR'
           ? [name, 'TCP_CM_REUSEADDR', 'RDMA_CM_REUSEADDR'] : [name, `TCP_${name}`];
         if (spellings.some((n) => requested.has(n) || process.env[`UCX_${n}`] !== undefined)) continue;
-        const status = api.ucp_config_modify(config, name, value);
-        if (status !== 0) throw new ConfigError(status, name, value);
+        const modified = name === 'KEEPALIVE_INTERVAL' ? name : tcpOptionName(name);
+        const status = api.ucp_config_modify(config, modified, value);
+        if (status !== 0) throw new ConfigError(status, modified, value);
         this.#derivedConfig[name === 'KEEPALIVE_INTERVAL' ? name : spellings[1] as string] = value;
       }
       const params = new StructBuffer(layouts.ucp_params_t);

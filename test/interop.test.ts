@@ -23,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { Context, UcxError, type AmMessage, type Endpoint, type Worker } from 'ucxx-ts';
 import { within } from './helpers/deadline.js';
 import { cleanEnvironment } from './helpers/c-peer.js';
+import { ucxCompileFlags } from './helpers/env.js';
 
 const SOURCE = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'test', 'c', 'interop_peer.c');
 const INSTALL_HINT =
@@ -104,7 +105,7 @@ function peerBinary(): string {
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const out = join(dir, 'interop_peer');
   try {
-    execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-fdiagnostics-color=never', SOURCE, '-o', out, '-lucp', '-lucs'],
+    execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-fdiagnostics-color=never', SOURCE, '-o', out, ...ucxCompileFlags()],
       { stdio: 'pipe', timeout: 60_000 });
   } catch (err) {
     const e = err as { code?: string; stderr?: Buffer; message?: string };

@@ -13,6 +13,8 @@ import { join } from 'node:path';
 import { LAYOUTS, STATUS_TYPE } from '../src/ffi/layouts.js';
 import { CONSTANTS, UCP_API_MAJOR, UCP_API_MINOR } from '../src/ffi/constants.js';
 import { STATUS_NAMES } from '../src/ffi/status.js';
+import { ucpVersion, ucxProfile } from '../src/ffi/index.js';
+import { ucxIncludeDir, ucxIncludeFlags } from './helpers/env.js';
 
 const INSTALL_HINT =
   'The layout probe needs gcc and the UCX development headers (<ucp/api/ucp.h>): install `gcc libucx-dev` ' +
@@ -55,8 +57,9 @@ function statusTypeInfo(type: string): { size: bigint; signed: boolean } {
 function buildItems(): Item[] {
   const items: Item[] = [];
   for (const layout of LAYOUTS) {
+    // A struct the loaded version grew at its end has that version's size (UcxProfile.grownStructs).
     items.push({ kind: 'size', key: layout.name, expr: `sizeof(${layout.name})`, format: 'llu',
-      expected: BigInt(layout.size) });
+      expected: BigInt(ucxProfile().grownStructs[layout.name] ?? layout.size) });
     for (const [member, offset] of Object.entries(layout.offsets)) {
       items.push({ kind: 'offset', key: `${layout.name}.${member}`, member,
         expr: `offsetof(${layout.name}, ${member})`, format: 'llu', expected: BigInt(offset) });
@@ -68,8 +71,10 @@ function buildItems(): Item[] {
   }
   items.push({ kind: 'api', key: 'UCP_API_MAJOR', expr: '(UCP_API_MAJOR)', format: 'llu',
     expected: BigInt(UCP_API_MAJOR) });
+  // The headers must be those of the loaded libucp (its minor version); ucxx-ts asks ucp_init_version
+  // for the oldest API it supports (UCP_API_MINOR, checked below), which every newer libucp grants.
   items.push({ kind: 'api', key: 'UCP_API_MINOR', expr: '(UCP_API_MINOR)', format: 'llu',
-    expected: BigInt(UCP_API_MINOR) });
+    expected: BigInt(ucpVersion()[1]) });
   for (const [value, name] of STATUS_NAMES) {
     items.push({ kind: 'status', key: name, expr: `(${name})`, format: 'd', expected: BigInt(value) });
   }
@@ -113,7 +118,7 @@ function checkToolchain(dir: string): void {
   const src = join(dir, 'toolchain.c');
   writeFileSync(src, '#include <stddef.h>\n#include <ucp/api/ucp.h>\nint main(void) { return 0; }\n');
   try {
-    execFileSync('gcc', ['-fdiagnostics-color=never', src, '-o', join(dir, 'toolchain')], { stdio: 'pipe', timeout: 60_000 });
+    execFileSync('gcc', ['-fdiagnostics-color=never', ...ucxIncludeFlags(), src, '-o', join(dir, 'toolchain')], { stdio: 'pipe', timeout: 60_000 });
   } catch (err) {
     const code = (err as { code?: string }).code;
     const why = code === 'ENOENT' ? 'gcc was not found on PATH' : `gcc could not compile #include <ucp/api/ucp.h>:\n${errorText(err)}`;
@@ -127,7 +132,7 @@ function compile(dir: string, items: readonly Item[]): { failed: Set<Item>; stde
   const src = join(dir, 'probe.c');
   writeFileSync(src, source);
   try {
-    execFileSync('gcc', ['-fdiagnostics-color=never', src, '-o', join(dir, 'probe')], { stdio: 'pipe', timeout: 60_000 });
+    execFileSync('gcc', ['-fdiagnostics-color=never', ...ucxIncludeFlags(), src, '-o', join(dir, 'probe')], { stdio: 'pipe', timeout: 60_000 });
     return { failed: new Set(), stderr: '' };
   } catch (err) {
     const stderr = errorText(err);
@@ -141,7 +146,9 @@ function compile(dir: string, items: readonly Item[]): { failed: Set<Item>; stde
   }
 }
 
-test('FFI layouts, constants and status codes match the installed UCX headers', () => {
+test('FFI layouts, constants and status codes match the headers of the loaded UCX', () => {
+  assert.ok(UCP_API_MINOR <= ucpVersion()[1], `ucp_init_version asks for API 1.${UCP_API_MINOR}`);
+  console.log(`layout probe: headers in ${ucxIncludeDir()}, libucp ${ucpVersion().join('.')}`);
   const items = buildItems();
   const dir = mkdtempSync(join(tmpdir(), 'ucxx-layout-probe-'));
   let keep = false;

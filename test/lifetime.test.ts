@@ -267,8 +267,10 @@ describe('loading and configuration', () => {
         const error = run(major, minor);
         assert.equal(error.name, 'UnsupportedUcxVersionError', `UCX ${major}.${minor}: ${error.message}`);
         assert.equal(error.code, 'UCXX_ERR_UCX_VERSION');
-        assert.match(error.message, new RegExp(`supports UCX 1\\.13\\.x, but .*libucp\\.so\\.0 is UCX ${major}\\.${minor}\\.7`));
+        assert.match(error.message, new RegExp(`supports UCX 1\\.13\\.x and 1\\.19\\.x-1\\.20\\.x, but .*libucp\\.so\\.0 is UCX ${major}\\.${minor}\\.7`));
       }
+      // The tested ranges pass the check (and fail at the stand-in's missing functions).
+      for (const minor of [13, 19, 20]) assert.notEqual(run(1, minor).name, 'UnsupportedUcxVersionError', `UCX 1.${minor}`);
       // Turning the check off lets a newer one through to the next step (here: the stand-in's missing
       // functions), never to a crash; an older one stays refused.
       assert.notEqual(run(1, 16, { UCXX_TS_UCX_VERSION_CHECK: 'off' }).name, 'UnsupportedUcxVersionError');

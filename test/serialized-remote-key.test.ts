@@ -17,6 +17,9 @@ import {
 } from '../src/internal/serialized-remote-key.js';
 import { checkPackedRkeyAgainstReference, parsePackedRkey } from '../src/internal/packed-rkey.js';
 import { RemoteKeyFormatError } from '../src/internal/remote-key-format-error.js';
+import { ucxProfile } from '../src/ffi/index.js';
+
+ucxProfile(); // loads UCX: the parsers check the loaded version's formats
 
 const hex = (s: string): Uint8Array => new Uint8Array(Buffer.from(s, 'hex'));
 const toHex = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('hex');

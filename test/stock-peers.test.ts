@@ -21,6 +21,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Context, UnreachableError, type ContextOptions, type Endpoint } from 'ucxx-ts';
+import { ucxCompileFlags } from './helpers/env.js';
 
 const EXAMPLES = '/usr/share/doc/libucx-dev/examples';
 const SOURCE = join(EXAMPLES, 'ucp_client_server.c');
@@ -40,7 +41,7 @@ function stockBinary(): string {
   const dir = mkdtempSync(join(tmpdir(), 'ucxx-ts-stock-'));
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const out = join(dir, 'ucp_client_server');
-  execFileSync('gcc', ['-O2', '-w', `-I${EXAMPLES}`, SOURCE, '-o', out, '-lucp', '-lucs'], { stdio: 'pipe', timeout: 60_000 });
+  execFileSync('gcc', ['-O2', '-w', `-I${EXAMPLES}`, SOURCE, '-o', out, ...ucxCompileFlags()], { stdio: 'pipe', timeout: 60_000 });
   binary = out;
   return out;
 }

@@ -30,6 +30,7 @@ import { join } from 'node:path';
 import { TwoHosts, skipReasonOrThrow, type Host } from './helpers/two-hosts.js';
 import type { Peer, PeerMessage } from './helpers/peer.js';
 import { CPeer, compileC } from './helpers/c-peer.js';
+import { ucxCompileFlags } from './helpers/env.js';
 
 const EXAMPLES = '/usr/share/doc/libucx-dev/examples';
 const STOCK_SOURCE = join(EXAMPLES, 'ucp_client_server.c');
@@ -79,7 +80,7 @@ before(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'ucxx-ts-stock-2h-'));
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   stockBinary = join(dir, 'ucp_client_server');
-  execFileSync('gcc', ['-O2', '-w', `-I${EXAMPLES}`, STOCK_SOURCE, '-o', stockBinary, '-lucp', '-lucs'], { stdio: 'pipe', timeout: 60_000 });
+  execFileSync('gcc', ['-O2', '-w', `-I${EXAMPLES}`, STOCK_SOURCE, '-o', stockBinary, ...ucxCompileFlags()], { stdio: 'pipe', timeout: 60_000 });
   rmaBinary = compileC('rma_peer');
   hosts = await TwoHosts.create();
   tsA = hosts.startPeer(hosts.a, 'interop-host');

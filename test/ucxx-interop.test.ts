@@ -19,6 +19,7 @@ import {
 } from 'ucxx-ts';
 import { assertCPattern, cPattern } from './helpers/pattern.js';
 import { failsAtOnce } from './helpers/fails-at-once.js';
+import { ucxCompileFlags } from './helpers/env.js';
 
 const SOURCE = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'test', 'c', 'ucxx_peer.c');
 const MiB = 1 << 20;
@@ -68,7 +69,7 @@ function peerBinary(): string {
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const out = join(dir, 'ucxx_peer');
   try {
-    execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-fdiagnostics-color=never', SOURCE, '-o', out, '-lucp', '-lucs'],
+    execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-fdiagnostics-color=never', SOURCE, '-o', out, ...ucxCompileFlags()],
       { stdio: 'pipe', timeout: 60_000 });
   } catch (err) {
     const e = err as { stderr?: Buffer; message?: string };

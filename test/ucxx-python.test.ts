@@ -30,6 +30,7 @@ import {
   type Worker, ClosedError, Endpoint, UcxError,
 } from 'ucxx-ts';
 import { assertCPattern, cPattern } from './helpers/pattern.js';
+import { ucxCompileFlags } from './helpers/env.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SOURCE = join(ROOT, 'test', 'c', 'ucxx_python_peer.c');
@@ -63,7 +64,7 @@ function peerBinary(): string {
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const out = join(dir, 'ucxx_python_peer');
   try {
-    execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-fdiagnostics-color=never', SOURCE, '-o', out, '-lucp', '-lucs'],
+    execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-fdiagnostics-color=never', SOURCE, '-o', out, ...ucxCompileFlags()],
       { stdio: 'pipe', timeout: 60_000 });
   } catch (err) {
     const e = err as { code?: string; stderr?: Buffer; message?: string };

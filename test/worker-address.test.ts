@@ -121,8 +121,8 @@ const CONFIGS: Record<string, string>[] = [
   { TLS: 'tcp', ADDRESS_VERSION: 'v2' },
 ];
 
-function transportsOf(bytes: Uint8Array): string {
-  return parseWorkerAddress(bytes).devices.map((d) => d.ifaces.map((i) => i.transport ?? '?').join('+')).join('|');
+function transportsOf(bytes: Uint8Array, format?: '1.13' | '1.20'): string {
+  return parseWorkerAddress(bytes, format).devices.map((d) => d.ifaces.map((i) => i.transport ?? '?').join('+')).join('|');
 }
 
 /** A tag message from `worker` to itself through `address`, after a flush. */
@@ -145,14 +145,14 @@ async function roundTrip(worker: Worker, address: Uint8Array, tag: bigint): Prom
 test('the hex fixtures (UCX 1.13.1 addresses of several configurations) validate', () => {
   for (const [name, fixture] of Object.entries(FIXTURES)) {
     const bytes = fromHex(fixture.hex);
-    assert.doesNotThrow(() => validateWorkerAddress(bytes), name);
-    assert.equal(transportsOf(bytes), fixture.transports, name);
+    assert.doesNotThrow(() => validateWorkerAddress(bytes, '1.13'), name);
+    assert.equal(transportsOf(bytes, '1.13'), fixture.transports, name);
   }
-  const parsed = parseWorkerAddress(fromHex((FIXTURES['ADDRESS_DEBUG_INFO=y (name "vm:16931")'] as { hex: string }).hex));
+  const parsed = parseWorkerAddress(fromHex((FIXTURES['ADDRESS_DEBUG_INFO=y (name "vm:16931")'] as { hex: string }).hex), '1.13');
   assert.equal(parsed.version, 1);
   assert.equal(parsed.name, 'vm:16931');
   assert.equal(parsed.uuid, 0x0c091099fa0e963fn);
-  assert.equal(parseWorkerAddress(fromHex((FIXTURES['ADDRESS_VERSION=v2'] as { hex: string }).hex)).version, 2);
+  assert.equal(parseWorkerAddress(fromHex((FIXTURES['ADDRESS_VERSION=v2'] as { hex: string }).hex), '1.13').version, 2);
 });
 
 test('transport checksums are ucs_crc16_string of the names', () => {
@@ -310,8 +310,8 @@ test('the malformations that crash UCX 1.13 are refused with a precise message',
     const lenAt = tcp1.address.offset - 1;
     const insert = (flag: number, value: number): Uint8Array => new Uint8Array([...v1.subarray(0, lenAt),
       (v1[lenAt] as number) | flag, value, ...v1.subarray(lenAt + 1)]);
-    assert.doesNotThrow(() => validateWorkerAddress(insert(0x40, 2)));
-    assert.doesNotThrow(() => validateWorkerAddress(insert(0x20, 63)));
+    assert.doesNotThrow(() => validateWorkerAddress(insert(0x40, 2), '1.13'));
+    assert.doesNotThrow(() => validateWorkerAddress(insert(0x20, 63), '1.13'));
     refuse(insert(0x40, 1), /packs a number of paths of 1/);
     refuse(insert(0x20, 200), /system device 200, beyond 63/);
     refuse(insert(0x20, 255), /system device 255/);
@@ -337,18 +337,18 @@ test('synthetic addresses: IB, posix, cma and empty lists follow the transports\
     `${HEAD}25${(0x80 | (dev.length / 2)).toString(16)}${dev}278a${V1_ATTRS}00` + `31d1${V1_ATTRS}${(0x80 | (udAddr.length / 2)).toString(16).padStart(2, '0')}${udAddr}`);
   // IB link layer, LID only; with path MTU; RoCE GID + pkey.
   for (const dev of ['003412', '02341204', `0c${'ab'.repeat(16)}ffff`, '4034120011223344556677']) {
-    assert.doesNotThrow(() => validateWorkerAddress(ib(dev, '563412')), dev);
+    assert.doesNotThrow(() => validateWorkerAddress(ib(dev, '563412'), '1.13'), dev);
   }
-  assert.throws(() => validateWorkerAddress(ib('0034', '563412')), /must be 3 bytes for flags 0x0/);
-  assert.throws(() => validateWorkerAddress(ib('403412', '563412')), /must be 11 bytes/);
-  assert.throws(() => validateWorkerAddress(ib('303412aaaa', '563412')), /both SUBNET16 and SUBNET64/);
-  assert.throws(() => validateWorkerAddress(ib('003412', '5634')), /ud_verbs\) address must be 3 bytes/);
+  assert.throws(() => validateWorkerAddress(ib('0034', '563412'), '1.13'), /must be 3 bytes for flags 0x0/);
+  assert.throws(() => validateWorkerAddress(ib('403412', '563412'), '1.13'), /must be 11 bytes/);
+  assert.throws(() => validateWorkerAddress(ib('303412aaaa', '563412'), '1.13'), /both SUBNET16 and SUBNET64/);
+  assert.throws(() => validateWorkerAddress(ib('003412', '5634'), '1.13'), /ud_verbs\) address must be 3 bytes/);
 
   const posix = (addr: string): Uint8Array =>
     fromHex(`${HEAD}4088e8b9910daaf10a1ea7d3${V1_ATTRS}${(0x80 | (addr.length / 2)).toString(16)}${addr}`);
-  assert.doesNotThrow(() => validateWorkerAddress(posix('1b816a4f000000002f746d7000'))); // dir "/tmp"
-  assert.throws(() => validateWorkerAddress(posix('1b816a4f000000002f746d70')), /one NUL-terminated string/);
-  assert.throws(() => validateWorkerAddress(posix('1b816a4f00000000')), /lacks the backing directory/);
+  assert.doesNotThrow(() => validateWorkerAddress(posix('1b816a4f000000002f746d7000'), '1.13')); // dir "/tmp"
+  assert.throws(() => validateWorkerAddress(posix('1b816a4f000000002f746d70'), '1.13'), /one NUL-terminated string/);
+  assert.throws(() => validateWorkerAddress(posix('1b816a4f00000000'), '1.13'), /lacks the backing directory/);
   assert.doesNotThrow(() => validateWorkerAddress(posix('2a00000007000090' + '0102030405060708'))); // procfs + pid ns
   assert.throws(() => validateWorkerAddress(posix('2a00000007000090')), /procfs segment id with PID namespace/);
   assert.throws(() => validateWorkerAddress(posix('2a00000007000010' + '0102030405060708')), /without the procfs flag/);

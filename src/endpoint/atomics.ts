@@ -2,7 +2,7 @@
  * Remote atomics on an endpoint: the op table, operand words, the `ucp_atomic_op_nbx` post, and the
  * compare-and-swap form of fetching and/or/xor that UCX 1.13 gets wrong on shared memory.
  */
-import { CONSTANTS, addressOf, layouts, ucpVersion, ucx } from '../ffi/index.js';
+import { CONSTANTS, addressOf, layouts, ucxProfile, ucx } from '../ffi/index.js';
 import { Request, ResultKind } from '../request.js';
 import { ArgumentOutOfRangeError, INTERNAL, InvalidArgumentError } from '../internal/misuse-errors.js';
 import { show } from '../internal/bytes.js';
@@ -75,14 +75,12 @@ export function atomicWidth(value: unknown, width: unknown, compare: unknown): 3
   return own;
 }
 
-/** UCX 1.13 computes fetching and/or/xor wrongly over shared memory (see fetchBitwiseByCompareAndSwap). */
-let fetchBitwiseBroken: boolean | undefined;
+/**
+ * Whether the loaded UCX computes fetching and/or/xor wrongly over shared memory (UCX 1.13, see
+ * fetchBitwiseByCompareAndSwap): the version's profile says.
+ */
 export function isFetchBitwiseBroken(): boolean {
-  if (fetchBitwiseBroken === undefined) {
-    const [major, minor] = ucpVersion();
-    fetchBitwiseBroken = major === 1 && minor <= 13;
-  }
-  return fetchBitwiseBroken;
+  return ucxProfile().workarounds.fetchBitwiseByCompareAndSwap;
 }
 
 /**

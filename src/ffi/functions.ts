@@ -4,7 +4,8 @@
  * bigint as an address) and every `ucs_status_t` as `int8_t` (a packed one-byte enum).
  */
 import koffi from 'koffi';
-import { checkUcxVersion, loadLibraries } from './library.js';
+import { loadLibraries } from './library.js';
+import { selectProfile } from './ucx-versions.js';
 
 /** An address as koffi returns it: a bigint, or null for NULL. */
 export type Ptr = bigint | null;
@@ -89,6 +90,7 @@ export interface UcxFunctions {
   ucp_request_free(request: Address): void;
   ucp_request_check_status(request: Ptr): number;
 
+  /** Declared per version (UcxProfile.printAllOptsHasFilter); called with a NULL filter where it has one. */
   ucs_config_parser_print_all_opts(stream: Ptr, prefix: string, flags: number, list: Ptr): void;
   /** The address of libucs's `ucs_config_global_list` (every registered configuration table). */
   ucs_config_global_list: bigint;
@@ -131,7 +133,6 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'const char *ucs_status_string(int8_t status)',
     'int8_t ucs_global_opts_get_value(const char *name, void *value, size_t max)',
     'int8_t ucs_global_opts_set_value(const char *name, const char *value)',
-    'void ucs_config_parser_print_all_opts(void *stream, const char *prefix, uint32_t flags, void *list)',
   ],
   ucp: [
     'void ucp_get_version(void *major, void *minor, void *release)',
@@ -217,8 +218,13 @@ export function declareFunctions(): UcxFunctions {
   const getVersion = libs.ucp.func('void ucp_get_version(_Out_ uint32_t *major, _Out_ uint32_t *minor, _Out_ uint32_t *release)');
   const cells = [[0], [0], [0]] as [number[], number[], number[]];
   getVersion(cells[0], cells[1], cells[2]);
-  checkUcxVersion([cells[0][0] ?? 0, cells[1][0] ?? 0, cells[2][0] ?? 0]);
+  const profile = selectProfile([cells[0][0] ?? 0, cells[1][0] ?? 0, cells[2][0] ?? 0]);
   const out: Record<string, unknown> = {};
+  const printAll = libs.ucs.func('void ucs_config_parser_print_all_opts(void *stream, const char *prefix, ' +
+    `uint32_t flags, void *list${profile.printAllOptsHasFilter ? ', const char *filter' : ''})`);
+  out['ucs_config_parser_print_all_opts'] = profile.printAllOptsHasFilter
+    ? (stream: Ptr, prefix: string, flags: number, list: Ptr) => printAll(stream, prefix, flags, list, null)
+    : printAll;
   for (const [lib, signatures] of Object.entries(SIGNATURES) as ['ucp' | 'ucs' | 'libc', readonly string[]][]) {
     for (const signature of signatures) out[nameOf(signature)] = libs[lib].func(signature);
   }

@@ -8,7 +8,9 @@ import { isMainThread } from 'node:worker_threads';
 import { RelayWatch, type FdWatch } from './fd-relay.js';
 import { callbackTypes, declareFunctions, type Address, type CallbackKind, type UcxFunctions } from './functions.js';
 
-export { UcxLibraryNotFoundError, UnsupportedUcxVersionError, SUPPORTED_UCX } from './library.js';
+export { UcxLibraryNotFoundError } from './library.js';
+export { UnsupportedUcxVersionError, SUPPORTED_UCX, UCX_PROFILES, type UcxProfile, type UcxFormat } from './ucx-versions.js';
+import { loadedProfile, type UcxProfile } from './ucx-versions.js';
 export type { Address, Ptr, PtrArg, UcxFunctions, CallbackKind } from './functions.js';
 export * as layouts from './layouts.js';
 export type { Layout } from './layouts.js';
@@ -39,6 +41,15 @@ export function withUcxLogsQuiet<T>(fn: () => T): T {
   } finally {
     api.ucs_global_opts_set_value('LOG_LEVEL', previous);
   }
+}
+
+/**
+ * What ucxx-ts does differently on the loaded UCX version (src/ffi/ucx-versions.ts); loads libucp on
+ * first use. Modules ask this instead of comparing versions.
+ */
+export function ucxProfile(): UcxProfile {
+  ucx();
+  return loadedProfile() as UcxProfile;
 }
 
 /** The installed libucp version as [major, minor, release]. */

@@ -33,58 +33,15 @@ export class UcxLibraryNotFoundError extends Error {
     super(
       `ucxx-ts could not load ${library} (tried: ${tried.join(', ')}). ` +
         'Install UCX 1.13: on Debian 12 `apt-get install libucx0` ' +
-        '(add libucx-dev ucx-utils for the tests and benchmarks), or set UCXX_TS_UCX_LIBDIR to the ' +
-        'directory that holds libucp.so.0 and libucs.so.0.',
+        '(add libucx-dev ucx-utils for the tests and benchmarks), or UCX 1.20 from the libucx-cu12 wheel ' +
+        '(`pip install libucx-cu12==1.20.1`), and set UCXX_TS_UCX_LIBDIR to the directory that holds ' +
+        'libucp.so.0 and libucs.so.0 (the wheel\'s site-packages/libucx/lib).',
       { cause },
     );
   }
 }
 
-/** The libucp versions ucxx-ts is built and tested against: its struct layouts and wire-format checks. */
-export const SUPPORTED_UCX = { major: 1, minor: 13, text: '1.13.x' } as const;
-
-/**
- * Raised at load when libucp is of a version ucxx-ts does not support. Older than 1.13 lacks the API;
- * newer ones are untested: their packed worker addresses and remote keys differ from what ucxx-ts
- * validates (it would refuse genuine ones), so they are refused unless UCXX_TS_UCX_VERSION_CHECK=off.
- *
- * @example
- * ```ts
- * try {
- *   getUcxVersion(); // loads libucp
- * } catch (err) {
- *   if (err instanceof UnsupportedUcxVersionError) console.error(`UCX ${err.found} found, ${err.supported} needed`);
- * }
- * ```
- */
-export class UnsupportedUcxVersionError extends Error {
-  /** Always 'UnsupportedUcxVersionError'. */
-  override readonly name = 'UnsupportedUcxVersionError';
-  /** Always 'UCXX_ERR_UCX_VERSION'. */
-  readonly code = 'UCXX_ERR_UCX_VERSION';
-  /** The version of the library that was found, e.g. '1.16.0'. */
-  readonly found: string;
-  /** The versions ucxx-ts supports, e.g. '1.13.x'. */
-  readonly supported = SUPPORTED_UCX.text;
-  constructor(found: string, library: string) {
-    super(
-      `ucxx-ts supports UCX ${SUPPORTED_UCX.text}, but ${library} is UCX ${found}. Install UCX 1.13 ` +
-        '(Debian 12: apt-get install libucx0), point UCXX_TS_UCX_LIBDIR at one, or, for a newer UCX at your ' +
-        'own risk, set UCXX_TS_UCX_VERSION_CHECK=off.',
-    );
-    this.found = found;
-  }
-}
-
-/** Throws UnsupportedUcxVersionError unless [major, minor, release] is supported (or the check is off). */
-export function checkUcxVersion(version: readonly [number, number, number]): void {
-  const [major, minor, release] = version;
-  if (major === SUPPORTED_UCX.major && minor === SUPPORTED_UCX.minor) return;
-  const newer = major > SUPPORTED_UCX.major || (major === SUPPORTED_UCX.major && minor > SUPPORTED_UCX.minor);
-  if (newer && process.env['UCXX_TS_UCX_VERSION_CHECK'] === 'off') return;
-  const dir = process.env['UCXX_TS_UCX_LIBDIR'];
-  throw new UnsupportedUcxVersionError(`${major}.${minor}.${release}`, dir ? `${dir}/libucp.so.0` : 'libucp.so.0');
-}
+export { SUPPORTED_UCX, UnsupportedUcxVersionError, checkUcxVersion } from './ucx-versions.js';
 
 function candidates(soname: string): string[] {
   const dir = process.env['UCXX_TS_UCX_LIBDIR'];

@@ -31,13 +31,30 @@
  * UCP_MAX_MDS is min(UCP_MD_INDEX_BITS = 64, UCP_MAX_RESOURCES = 128) = 64 in 1.13 (ucp_types.h), so
  * every bit of the 64-bit md_map is a possible MD index; `maxMds` is kept as an option for callers that
  * know their context has fewer MDs.
+ *
+ * UCX 1.20 (same file, `ucp_rkey_pack_memh`, `ucp_rkey_extract_sys_dev`, `ucp_rkey_unpack_lanes_distance`)
+ * keeps the header and the MD records, and changes the tail of a key whose md_map is not 0:
+ *
+ *     u8  sys_dev         always packed: UCS_SYS_DEVICE_ID_UNKNOWN (255) for host memory, and then the
+ *                         key ends; else the device (at most 127) | FLUSH_BIT 0x80, followed by
+ *         { u8 sys_dev; u8 latency_fp8; u8 bandwidth_fp8 } for each bit of a 64-bit sys_dev_map,
+ *         u8  255         a terminator: ucp_ep_rkey_unpack gets no length, and a 1.20 receiver reads
+ *                         distance records until it finds one (so a key without it is read past its end)
+ *
+ * An md_map of 0 is the 9-byte header alone, as in 1.13. The memory type must be below 9
+ * (UCS_MEMORY_TYPE_LAST of 1.20: 1.13's five, then RDMA and three ZE types).
  */
 
 import { RemoteKeyFormatError } from './remote-key-format-error.js';
 import { InvalidArgumentError } from './misuse-errors.js';
+import { requireLoadedProfile, type UcxFormat } from '../ffi/ucx-versions.js';
 
 /** `UCS_MEMORY_TYPE_LAST` of UCX 1.13 (HOST, CUDA, CUDA_MANAGED, ROCM, ROCM_MANAGED). */
 export const UCS_MEMORY_TYPE_LAST_1_13 = 5;
+/** `UCS_MEMORY_TYPE_LAST` of UCX 1.20 (1.13's, then RDMA, ZE_HOST, ZE_DEVICE, ZE_MANAGED). */
+export const UCS_MEMORY_TYPE_LAST_1_20 = 9;
+/** UCX 1.20's `UCP_SYS_DEVICE_FLUSH_BIT` in the packed sys_dev byte. */
+const UCP_SYS_DEVICE_FLUSH_BIT = 0x80;
 /** `UCP_MAX_MDS` of UCX 1.13: min(UCP_MD_INDEX_BITS = 64, UCP_MAX_RESOURCES = 128). */
 export const UCP_MAX_MDS_1_13 = 64;
 /** `UCP_MAX_SYS_DEVICES`: width of `ucp_sys_dev_map_t`; distance records name a device below it. */
@@ -75,10 +92,14 @@ export interface ParsedPackedRkey {
   /** The region's system device from the optional sys_dev section, or null when absent. */
   readonly sysDev: number | null;
   readonly distances: readonly PackedRkeyDistance[];
+  /** 1.20 only: the sender asks for a remote flush (UCP_SYS_DEVICE_FLUSH_BIT of the sys_dev byte). */
+  readonly flush?: boolean;
 }
 
 export interface ParsePackedRkeyOptions {
-  /** Memory types must be below this (UCS_MEMORY_TYPE_LAST of the UCX in use). Default: 5 (1.13). */
+  /** Which UCX version's format to check. Default: the loaded UCX's (its UcxProfile.packedRkeyFormat). */
+  readonly format?: UcxFormat;
+  /** Memory types must be below this (UCS_MEMORY_TYPE_LAST of the UCX in use). Default: the format's. */
   readonly memoryTypeLimit?: number;
   /** MD indices must be below this (UCP_MAX_MDS). Default: 64 (1.13). */
   readonly maxMds?: number;
@@ -97,7 +118,9 @@ export function parsePackedRkey(bytes: Uint8Array, options: ParsePackedRkeyOptio
   if (!(bytes instanceof Uint8Array)) {
     throw new InvalidArgumentError('packed remote key must be a Uint8Array');
   }
-  const memoryTypeLimit = options.memoryTypeLimit ?? UCS_MEMORY_TYPE_LAST_1_13;
+  const format = options.format ?? requireLoadedProfile().packedRkeyFormat;
+  if (format === 'unvalidated') fail('this UCX version\'s packed remote key format is not known to ucxx-ts: refused');
+  const memoryTypeLimit = options.memoryTypeLimit ?? (format === '1.13' ? UCS_MEMORY_TYPE_LAST_1_13 : UCS_MEMORY_TYPE_LAST_1_20);
   const maxMds = options.maxMds ?? UCP_MAX_MDS_1_13;
   const length = bytes.length;
   if (length < PACKED_RKEY_HEADER_SIZE) {
@@ -133,6 +156,7 @@ export function parsePackedRkey(bytes: Uint8Array, options: ParsePackedRkeyOptio
     p = offset + size;
   }
 
+  if (format === '1.20') return parseTail1_20(bytes, p, { mdMap, memType, mds });
   const trailer = length - p;
   let sysDev: number | null = null;
   const distances: PackedRkeyDistance[] = [];
@@ -162,6 +186,45 @@ export function parsePackedRkey(bytes: Uint8Array, options: ParsePackedRkeyOptio
   }
 
   return { mdMap, memType, mds, trailer, sysDev, distances };
+}
+
+/** The 1.20 tail after the MD records at `p`: see the format above. */
+function parseTail1_20(
+  bytes: Uint8Array, p: number, head: Pick<ParsedPackedRkey, 'mdMap' | 'memType' | 'mds'>,
+): ParsedPackedRkey {
+  const length = bytes.length;
+  const trailer = length - p;
+  if (head.mdMap === 0n) {
+    if (trailer !== 0) fail(`${trailer} bytes follow the header of a key with an empty md_map (it is 9 bytes)`);
+    return { ...head, trailer, sysDev: null, distances: [], flush: false };
+  }
+  if (trailer === 0) fail(`the sys_dev byte after the MD records is missing (offset ${p}, ${length} bytes)`);
+  const first = bytes[p] as number;
+  if (first === UCS_SYS_DEVICE_ID_UNKNOWN) {
+    if (trailer !== 1) fail(`${trailer - 1} bytes follow the sys_dev byte UCS_SYS_DEVICE_ID_UNKNOWN at offset ${p}`);
+    return { ...head, trailer, sysDev: null, distances: [], flush: false };
+  }
+  const flush = (first & UCP_SYS_DEVICE_FLUSH_BIT) !== 0;
+  const sysDev = first & ~UCP_SYS_DEVICE_FLUSH_BIT;
+  // The distance records, then the terminator, which must be the last byte.
+  if ((trailer - 2) % DISTANCE_RECORD_SIZE !== 0 || bytes[length - 1] !== UCS_SYS_DEVICE_ID_UNKNOWN) {
+    fail(
+      `${trailer} bytes follow the MD records at offset ${p}; after a known sys_dev UCX 1.20 packs ` +
+        `${DISTANCE_RECORD_SIZE} bytes per device distance and a terminating byte 255`,
+    );
+  }
+  const distances: PackedRkeyDistance[] = [];
+  let previous = -1;
+  for (let q = p + 1; q < length - 1; q += DISTANCE_RECORD_SIZE) {
+    const dev = bytes[q] as number;
+    if (dev >= UCP_MAX_SYS_DEVICES) {
+      fail(`the distance record at offset ${q} names system device ${dev} (must be below ${UCP_MAX_SYS_DEVICES})`);
+    }
+    if (dev <= previous) fail(`the distance record at offset ${q} names system device ${dev} out of increasing order`);
+    previous = dev;
+    distances.push({ sysDev: dev, latencyFp8: bytes[q + 1] as number, bandwidthFp8: bytes[q + 2] as number });
+  }
+  return { ...head, trailer, sysDev, distances, flush };
 }
 
 /**

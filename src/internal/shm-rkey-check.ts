@@ -14,7 +14,7 @@
  * processes on one host with the same UCX settings (shared memory is only reachable on one host).
  */
 import { readFileSync, statSync } from 'node:fs';
-import { ucx } from '../ffi/index.js';
+import { ucx, ucxProfile } from '../ffi/index.js';
 import { RemoteKeyFormatError } from './remote-key-format-error.js';
 import type { ParsedPackedRkey } from './packed-rkey.js';
 
@@ -105,9 +105,13 @@ export function checkSharedMemoryRecords(
   size: bigint, unpacks?: (index: number, component: string, size: number) => boolean,
 ): void {
   const view = new DataView(packed.buffer, packed.byteOffset, packed.byteLength);
+  const known = ucxProfile().shmRecordFormat !== 'unvalidated';
   for (const md of parsed.mds) {
     const component = components.get(md.index);
     if ((component === 'sysv' || component === 'posix') && unpacks?.(md.index, component, md.size) === false) continue;
+    if ((component === 'sysv' || component === 'posix') && !known) {
+      fail(`the ${component} record's format of this UCX version is not known to ucxx-ts: refused`);
+    }
     if (component === 'sysv') checkSysv(view, md.offset, md.size, base, size);
     else if (component === 'posix') checkPosix(packed, view, md.offset, md.size, base, size);
   }

@@ -52,11 +52,20 @@
  * the bytes alone, so it is not supported: genuine unified addresses fail these checks (refused), and a
  * context in unified mode reads addresses accepted here with its own lengths.
  *
+ * UCX 1.20 (same file) packs the same structure, with three differences this module follows when the
+ * format is '1.20' (the loaded UCX's, see UcxProfile.workerAddressFormat):
+ *   - v2 header: the high nibble of the first byte is the packer's release version (minor % 16);
+ *   - v1 md byte: no ALLOC/REG flags any more, the md index is the low 7 bits (0x7f);
+ *   - v1: a last, empty device whose md index carries the release version (1.20 packs `0x84 0x80`);
+ *     it is an ordinary empty device to this walk.
+ * Nothing else in the walk (attributes, lengths, transport addresses) changed between the two.
+ *
  * Passing these checks says the address is well-formed, not that it is honest: its content (a tcp
  * host:port, a shared-memory segment id, a pid) still names whatever the peer chose, and UCX's
  * transports trust the peer they then talk to.
  */
 import { InvalidArgumentError } from './misuse-errors.js';
+import { requireLoadedProfile, type UcxFormat } from '../ffi/ucx-versions.js';
 
 /**
  * Thrown for a worker address that is not shaped like one `ucp_worker_query` packs.
@@ -472,10 +481,12 @@ function readAttributes(c: Cursor, v2: boolean, index: number): ByteRange {
  * Walks `bytes` exactly as UCX 1.13.1's ucp_address_unpack would for ucp_ep_create, with every check
  * described in the module comment, and returns what it found. Throws WorkerAddressFormatError.
  */
-export function parseWorkerAddress(bytes: Uint8Array): ParsedWorkerAddress {
+export function parseWorkerAddress(bytes: Uint8Array, format: UcxFormat = requireLoadedProfile().workerAddressFormat): ParsedWorkerAddress {
   if (!(bytes instanceof Uint8Array)) throw new InvalidArgumentError('worker address must be a Uint8Array');
   const c: Cursor = new Cursor(bytes);
+  if (format === 'unvalidated') c.fail('cannot be checked: the worker address format of this UCX version is not known to ucxx-ts');
   if (bytes.length === 0) c.fail('is empty');
+  const ucx120 = format === '1.20';
 
   // Header. ucp_address_unpack_header: a version other than v1 (0) and v2 (1) hits
   // ucs_assertv_always, which aborts the process.
@@ -488,8 +499,9 @@ export function parseWorkerAddress(bytes: Uint8Array): ParsedWorkerAddress {
     flags = b0 >> 4;
   } else if (versionNibble === 1) {
     v2 = true;
-    // ucp_address_do_pack writes the bare version into the first byte.
-    if ((b0 & 0xf0) !== 0) c.fail(`v2 header byte 0x${b0.toString(16)} has bits in its high nibble`, 0);
+    // 1.13's ucp_address_do_pack writes the bare version into the first byte; 1.20 its release version
+    // into the high nibble.
+    if (!ucx120 && (b0 & 0xf0) !== 0) c.fail(`v2 header byte 0x${b0.toString(16)} has bits in its high nibble`, 0);
     flags = c.u8('v2 header flags');
     if ((flags & ~0xf) !== 0) c.fail(`unknown v2 header flags 0x${(flags & ~0xf).toString(16)}`, 1);
   } else {
@@ -530,7 +542,7 @@ export function parseWorkerAddress(bytes: Uint8Array): ParsedWorkerAddress {
 
       const mdByte = c.u8(`${dev} md index`);
       const empty = (mdByte & MD_EMPTY_DEV) !== 0;
-      let mdIndex = mdByte & (v2 ? MD_MASK_V2 : MD_MASK_V1);
+      let mdIndex = mdByte & (v2 || ucx120 ? MD_MASK_V2 : MD_MASK_V1);
       if (v2 && mdIndex === MD_MASK_V2) {
         mdIndex = c.u8(`${dev} extended md index`);
       }
@@ -594,10 +606,10 @@ export function parseWorkerAddress(bytes: Uint8Array): ParsedWorkerAddress {
 }
 
 /**
- * Throws WorkerAddressFormatError unless `bytes` is shaped exactly like a worker address UCX 1.13.1 packs
- * (non-unified mode, address version v1 or v2), so that ucp_ep_create can read it without going out of
+ * Throws WorkerAddressFormatError unless `bytes` is shaped exactly like a worker address the loaded UCX
+ * (1.13.1 or 1.20.1) packs (non-unified mode, address version v1 or v2), so that ucp_ep_create can read it without going out of
  * bounds, aborting, or handing a transport a truncated or inconsistent address.
  */
-export function validateWorkerAddress(bytes: Uint8Array): void {
-  parseWorkerAddress(bytes);
+export function validateWorkerAddress(bytes: Uint8Array, format?: UcxFormat): void {
+  parseWorkerAddress(bytes, format);
 }

@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ucxCompileFlags } from './env.js';
 
 export const C_SOURCES = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'test', 'c');
 const INSTALL_HINT =
@@ -40,7 +41,7 @@ export function compileC(name: string): string {
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const out = join(dir, basename(name));
   try {
-    execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-fdiagnostics-color=never', source, '-o', out, '-lucp', '-lucs'],
+    execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-fdiagnostics-color=never', source, '-o', out, ...ucxCompileFlags()],
       { stdio: 'pipe', timeout: 60_000 });
   } catch (err) {
     const e = err as { code?: string; stderr?: Buffer; message?: string };

@@ -1,3 +1,6 @@
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
 /**
  * The environment a spawned peer gets: what a process needs to run (PATH, HOME, locale, temp dir, and
  * where UCX was loaded from when the run chose a library), and no UCX_* variable of this process. A
@@ -9,4 +12,46 @@ export function peerEnvironment(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEn
   const env: NodeJS.ProcessEnv = {};
   for (const name of KEEP) if (process.env[name] !== undefined) env[name] = process.env[name];
   return { ...env, ...extra };
+}
+
+/**
+ * The UCX library directory this run uses: UCXX_TS_UCX_LIBDIR (e.g. the libucx-cu12 wheel's
+ * site-packages/libucx/lib), or undefined for the system's UCX (Debian's in /usr).
+ */
+export function ucxLibDir(): string | undefined {
+  const dir = process.env['UCXX_TS_UCX_LIBDIR'];
+  return dir === undefined || dir === '' ? undefined : dir;
+}
+
+/** The headers of the UCX this run uses: the wheel's include/ beside its lib/, or /usr/include. */
+export function ucxIncludeDir(): string {
+  const dir = ucxLibDir();
+  return dir === undefined ? '/usr/include' : join(dirname(dir), 'include');
+}
+
+/**
+ * gcc flags that build a C program against the UCX this run uses and link it to libucp/libucs: for a
+ * UCXX_TS_UCX_LIBDIR, its headers, the directory and an rpath (C peers run with PATH only, so the rpath
+ * is what makes them load the same UCX as ucxx-ts).
+ */
+export function ucxCompileFlags(): string[] {
+  const dir = ucxLibDir();
+  const libs = ['-lucp', '-lucs'];
+  return dir === undefined ? libs : [`-I${ucxIncludeDir()}`, `-L${dir}`, `-Wl,-rpath,${dir}`, ...libs];
+}
+
+/** Include flags only (for a program that needs UCX's headers but not its libraries). */
+export function ucxIncludeFlags(): string[] {
+  return ucxLibDir() === undefined ? [] : [`-I${ucxIncludeDir()}`];
+}
+
+/**
+ * A stock UCX program (ucx_perftest, ucx_info) of the UCX this run uses: the wheel's bin/ beside its
+ * lib/ when it has the program, else the name (found on PATH: Debian's ucx-utils).
+ */
+export function ucxTool(name: string): string {
+  const dir = ucxLibDir();
+  if (dir === undefined) return name;
+  const candidate = join(dirname(dir), 'bin', name);
+  return existsSync(candidate) ? candidate : name;
 }
