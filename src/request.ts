@@ -18,6 +18,31 @@ import {
   kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kGroup, kHost, kLate, kOnSettle, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,
 } from './internal/symbols.js';
 
+/**
+ * Awaits of requests that had already settled (UCX completed them inside the call: same-host RMA,
+ * flush, a message already there) run on microtasks only, so a loop of them would never let the event
+ * loop turn: no timer, signal, I/O or worker progress (the peer-failure reports) would run. Every
+ * SETTLED_AWAITS_PER_CHECK such awaits the clock is read, and once SETTLED_SLICE_MS passed since the
+ * last time one did, that await resolves through a macrotask (setImmediate) instead.
+ */
+const SETTLED_AWAITS_PER_CHECK = 64;
+const SETTLED_SLICE_MS = 2;
+let settledAwaits = 0;
+let settledSliceStart = 0;
+
+/** Whether this await of a settled request should go through a macrotask (see SETTLED_SLICE_MS). */
+function settledAwaitYields(): boolean {
+  if ((++settledAwaits & (SETTLED_AWAITS_PER_CHECK - 1)) !== 0) return false;
+  const now = performance.now();
+  if (now - settledSliceStart < SETTLED_SLICE_MS) return false;
+  settledSliceStart = now;
+  return true;
+}
+
+function nextMacrotask(resolve: () => void): void {
+  setImmediate(resolve);
+}
+
 let capturedResolve: ((value: never) => void) | undefined;
 let capturedReject: ((reason: Error) => void) | undefined;
 function captureResolvers(resolve: (value: never) => void, reject: (reason: Error) => void): void {
@@ -218,7 +243,9 @@ export class Request<T = void> implements PromiseLike<T> {
   }
 
   /**
-   * The operation as a native Promise (made on first use, then the same one). Awaiting it is cheaper than
+   * The operation as a native Promise (made on first use, then the same one; for a request that has
+   * already settled, about every 2 ms one that settles a macrotask later, so that a loop of awaits lets
+   * the event loop turn). Awaiting it is cheaper than
    * awaiting the Request itself: `await request` goes through the thenable protocol (two more Promises
    * and two more microtask hops), `await request.promise` takes one hop. Like any Promise,
    * a failed one that nobody handles is an unhandled rejection.
@@ -228,7 +255,7 @@ export class Request<T = void> implements PromiseLike<T> {
    * ```
    */
   get promise(): Promise<T> {
-    return this.#getPromise();
+    return this.#awaitable();
   }
 
   /**
@@ -243,7 +270,7 @@ export class Request<T = void> implements PromiseLike<T> {
     onfulfilled?: ((value: T) => R1 | PromiseLike<R1>) | null,
     onrejected?: ((reason: any) => R2 | PromiseLike<R2>) | null,
   ): Promise<R1 | R2> {
-    return this.#getPromise().then(onfulfilled, onrejected);
+    return this.#awaitable().then(onfulfilled, onrejected);
   }
 
   /**
@@ -255,7 +282,15 @@ export class Request<T = void> implements PromiseLike<T> {
    * ```
    */
   catch<R = never>(onrejected?: ((reason: any) => R | PromiseLike<R>) | null): Promise<T | R> {
-    return this.#getPromise().catch(onrejected);
+    return this.#awaitable().catch(onrejected);
+  }
+
+  /** The Promise an await gets: the request's own, or, now and then for a settled one, a macrotask later. */
+  #awaitable(): Promise<T> {
+    if (this.#status !== UCS_INPROGRESS && settledAwaitYields()) {
+      return new Promise<void>(nextMacrotask).then(() => this.#getPromise());
+    }
+    return this.#getPromise();
   }
 
   #getPromise(): Promise<T> {
