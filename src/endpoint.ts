@@ -29,7 +29,7 @@ import { buildIov } from './internal/iov.js';
 import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
-  kAbandon, kAborted, kBindSignal, kCreate, kDefer, kDetachable, kEndpointClosed, kEndpointOpened,
+  kAbandon, kAborted, kBindSignal, kCreate, kDefer, kDetachable, kEndpointClosed, kEndpointOpened, kEndpointRef,
   kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMaxAmHeader,
   kOnPeerError, kOnSettle, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
   kStreamStashed, kTagRecv, kUnpack, kWatched, kWireupFlush,
@@ -263,6 +263,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
     this.#handle = out.ptr();
     worker[kEndpointOpened](this, this.#handle as bigint);
+    this.#syncRef();
     debug('endpoint #%d to %s created (error handling %s)', this.#id, peer, errorMode ?? 'as the client chose');
   }
 
@@ -274,6 +275,62 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   /** True once the endpoint is closed, closing, or failed. */
   get closed(): boolean {
     return this.#state !== 'open';
+  }
+
+  /** False after `unref()`. */
+  #refed = true;
+  /** Counted by the worker among the endpoints that keep the process alive. */
+  #keepsAlive = false;
+
+  #syncRef(): void {
+    const keep = this.#refed && this.#state === 'open';
+    if (keep === this.#keepsAlive) return;
+    this.#keepsAlive = keep;
+    this.#worker[kEndpointRef](keep ? 1 : -1);
+  }
+
+  /**
+   * Lets the open endpoint keep the process alive again after `unref()` (the default, as a socket: an
+   * open endpoint keeps its process alive until it is closed, by either side, or fails). Returns the
+   * endpoint.
+   *
+   * @example
+   * ```ts
+   * ep.unref();   // e.g. while only a background heartbeat uses it
+   * ep.ref();
+   * ```
+   */
+  ref(): this {
+    this.#refed = true;
+    this.#syncRef();
+    return this;
+  }
+
+  /**
+   * The open endpoint no longer keeps the process alive, as `socket.unref()`; an operation in flight on
+   * it still does (unless its worker is unref'd). Returns the endpoint.
+   *
+   * @example
+   * ```ts
+   * const ep = (await worker.connect(host, port)).unref();
+   * ```
+   */
+  unref(): this {
+    this.#refed = false;
+    this.#syncRef();
+    return this;
+  }
+
+  /**
+   * Whether the endpoint keeps the process alive while open (false after `unref()`).
+   *
+   * @example
+   * ```ts
+   * console.log(ep.hasRef()); // true by default
+   * ```
+   */
+  hasRef(): boolean {
+    return this.#refed;
   }
 
   /**
@@ -930,6 +987,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (now - this.#stallSince < this.#failureTimeout) return;
     this.#stopWatchdog();
     this.#state = 'failed';
+    this.#syncRef();
     this.#failure = new EndpointTimeoutError(
       `endpoint to ${this.#peer}: no answer from the peer for ${Math.round(now - this.#stallSince)} ms ` +
       `(failureTimeout ${this.#failureTimeout} ms)`,
@@ -979,6 +1037,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   async #close(): Promise<void> {
     const failed = this.#state === 'failed';
     this.#state = 'closing';
+    this.#syncRef();
     this.#stopWatchdog();
     for (const key of [...this.#keys]) key.close();
     for (const request of [...this.#receives]) request.cancel();
@@ -1003,6 +1062,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#stream.clear();
     this.#handle = null;
     this.#state = 'closed';
+    this.#syncRef();
     endpoints.delete(this.#id);
     this.#worker[kEndpointClosed](this, handle);
     debug('endpoint #%d to %s closed%s', this.#id, this.#peer,
@@ -1053,6 +1113,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (handle === null || this.#state === 'closed') return null;
     for (const key of [...this.#keys]) key.close();
     this.#state = 'closed';
+    this.#syncRef();
     this.#handle = null;
     endpoints.delete(this.#id);
     const { request } = this.#postClose(handle, true);
@@ -1063,6 +1124,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   [kOnPeerError](status: number): void {
     if (this.#state !== 'open') return;
     this.#state = 'failed';
+    this.#syncRef();
     // UNREACHABLE here is a wireup that could not complete: in UCX 1.13, contexts of different features.
     const hint = status === UCS_ERR_UNREACHABLE ? featureMismatchHint(this.#worker.context.features) : '';
     this.#failure = errorFromStatus(status, `endpoint to ${this.#peer} failed${hint}`);

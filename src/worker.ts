@@ -21,7 +21,7 @@ import { ProgressEngine, type ProgressMode } from './engine/progress-engine.js';
 import { RequestEngine } from './engine/request-engine.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
-  kAbandon, kAborted, kBindSignal, kCloseWithin, kCreate, kDefer, kDetachable, kEndpointByHandle,
+  kAbandon, kAborted, kBindSignal, kCloseWithin, kCreate, kDefer, kDetachable, kEndpointByHandle, kEndpointRef,
   kEndpointClosed, kEndpointOpened, kForceCloseAtExit, kGroup, kHandle, kHold, kListenerClosed, kLive,
   kMaxAmHeader, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kStreamStashed, kTagRecv,
   kTeardownAtExit, kUcxRequest, kUpdateBusy, kWorkerClosed,
@@ -143,6 +143,10 @@ export class Worker {
   #closing: Promise<void> | undefined;
   /** Waits that are no UCX request but must keep the worker awake (ucxx `amRecv`). */
   #holds = 0;
+  /** Open endpoints that keep the process alive (not unref'd). */
+  #refEndpoints = 0;
+  /** False after `unref()`: nothing of this worker keeps the process alive. */
+  #refed = true;
 
   /** @internal Use `context.createWorker()` (IllegalConstructorError otherwise). */
   constructor(token: typeof INTERNAL, context: Context, contextHandle: bigint, options: WorkerOptions, wakeup: boolean) {
@@ -214,6 +218,50 @@ export class Worker {
   /** True once `close()` has been called. */
   get closed(): boolean {
     return this.#closing !== undefined;
+  }
+
+  /**
+   * Lets this worker keep the process alive again after `unref()` (the default): as a socket does, it
+   * does so while it has an open endpoint or listener of its own that is not unref'd, an operation in
+   * flight or an `amMessages()` iteration waiting. Returns the worker.
+   *
+   * @example
+   * ```ts
+   * worker.unref();   // a background service: the process may exit while it is open
+   * worker.ref();     // back to the default
+   * ```
+   */
+  ref(): this {
+    this.#refed = true;
+    this[kUpdateBusy]();
+    return this;
+  }
+
+  /**
+   * Nothing of this worker keeps the process alive any more (its endpoints, listeners and operations
+   * still work while the process runs for other reasons), as `socket.unref()`. Returns the worker.
+   *
+   * @example
+   * ```ts
+   * const worker = context.createWorker().unref();
+   * ```
+   */
+  unref(): this {
+    this.#refed = false;
+    this[kUpdateBusy]();
+    return this;
+  }
+
+  /**
+   * Whether the worker may keep the process alive (false after `unref()`), as `timeout.hasRef()`.
+   *
+   * @example
+   * ```ts
+   * if (!worker.hasRef()) console.log('the process may exit while this worker is open');
+   * ```
+   */
+  hasRef(): boolean {
+    return this.#refed;
   }
 
   /**
@@ -758,8 +806,16 @@ export class Worker {
     const amWaiting = (this.#am?.waiting ?? false) || this.#holds > 0;
     const inflightNow = this[kRequests].inflightCount > 0;
     let listening = false; // a closed listener still draining (Listener#drain) keeps nothing awake
-    for (const listener of this.#listeners) listening ||= !listener.closed;
-    this.#engine.setBusy(inflightNow || listening || amWaiting, inflightNow);
+    for (const listener of this.#listeners) listening ||= !listener.closed && listener.hasRef();
+    // What keeps the process alive: the fd watch ref'd ('polling' spins on operations in flight only).
+    const keepAlive = this.#refed && (inflightNow || listening || amWaiting || this.#refEndpoints > 0);
+    this.#engine.setBusy(keepAlive, inflightNow);
+  }
+
+  /** @internal An open endpoint starts (+1) or stops (-1) keeping the process alive. */
+  [kEndpointRef](delta: 1 | -1): void {
+    this.#refEndpoints += delta;
+    if (this.#refEndpoints === 0 || (delta === 1 && this.#refEndpoints === 1)) this[kUpdateBusy]();
   }
 
   /** @internal Counts a wait that must keep the worker awake (+1 when it starts, -1 when it ends). */

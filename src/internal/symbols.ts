@@ -18,6 +18,8 @@ export const kAborted: unique symbol = Symbol('ucxx-ts.aborted');
 export const kDefer: unique symbol = Symbol('ucxx-ts.defer');
 /** `worker[kUpdateBusy]()`: the busy state (keeps the process alive, makes 'polling' spin) changed. */
 export const kUpdateBusy: unique symbol = Symbol('ucxx-ts.updateBusy');
+/** `worker[kEndpointRef](delta)`: an open endpoint starts (+1) or stops (-1) keeping the process alive. */
+export const kEndpointRef: unique symbol = Symbol('ucxx-ts.endpointRef');
 /** `worker[kHold](delta)`: a wait that is no UCX request but must keep the worker awake. */
 export const kHold: unique symbol = Symbol('ucxx-ts.hold');
 /** `worker[kProgressUntil](done, ms)`: progress until done() or the deadline, in every mode. */
