@@ -149,6 +149,11 @@ function errorCallbackAddress(): bigint {
 
 type State = 'open' | 'failed' | 'closing' | 'closed';
 
+/**
+ * How long operations in flight toward a peer that closed the connection may still complete (UCX can
+ * report their completion after the close) before they reject with its failure (ms).
+ */
+const PEER_CLOSE_SETTLE_MS = 50;
 /** How long a graceful close of a failed endpoint is progressed before it is left to UCX (ms). */
 const FAILED_CLOSE_WAIT_MS = 100;
 
@@ -483,12 +488,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       throw new InvalidArgumentError(`${what}: the target must be a RemoteKey or a bigint remote address`);
     }
     const signal = options?.signal;
-    if (signal?.aborted === true) return this.#worker[kAborted](what);
+    if (signal?.aborted === true) return this.#worker[kAborted](what, signal);
     const requests = this.#worker[kRequests];
     const block = requests.params.send;
     const fn = put ? ucx().ucp_put_nbx : ucx().ucp_get_nbx;
     const request = requests.void(requests.slot(block), fn(ep, memory, length, address, rkey, block.address), what, memory);
-    return request.completed ? request : this.#inFlight(request, true, signal);
+    return this.#posted(request, true, signal);
   }
 
   /**
@@ -541,11 +546,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       block = requests.params.send;
     }
     const signal = options?.signal;
-    if (signal?.aborted === true) return worker[kAborted](what);
+    if (signal?.aborted === true) return worker[kAborted](what, signal);
     const fn = sync ? ucx().ucp_tag_send_sync_nbx : ucx().ucp_tag_send_nbx;
     const keep = data === buffer ? buffer : [buffer, data];
     const request = requests.void(requests.slot(block), fn(ep, data as Buffer, count, t, block.address), what, keep);
-    return request.completed ? request : this.#inFlight(request, false, signal);
+    return this.#posted(request, false, signal);
   }
 
   /**
@@ -589,11 +594,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (count === 0) return COMPLETED;
     const worker = this.#worker;
     const signal = options?.signal;
-    if (signal?.aborted === true) return worker[kAborted]('streamSend');
+    if (signal?.aborted === true) return worker[kAborted]('streamSend', signal);
     const requests = worker[kRequests];
     const block = requests.params.send;
     const request = requests.void(requests.slot(block), ucx().ucp_stream_send_nbx(ep, buffer, count, block.address), 'streamSend', buffer);
-    return request.completed ? request : this.#inFlight(request, false, signal);
+    return this.#posted(request, false, signal);
   }
 
   /**
@@ -615,7 +620,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       if (served !== null) return served;
     }
     this[kLive]('streamRecv');
-    if (options.signal?.aborted === true) return this.#worker[kAborted]('streamRecv');
+    if (options.signal?.aborted === true) return this.#worker[kAborted]('streamRecv', options.signal);
     this.#stream.stopReadingAhead();
     return this.#stream.recv(bytes, options.waitAll === true, options.signal);
   }
@@ -732,13 +737,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
     const worker = this.#worker;
     const signal = options.signal;
-    if (signal?.aborted === true) return worker[kAborted]('amSend');
+    if (signal?.aborted === true) return worker[kAborted]('amSend', signal);
     const requests = worker[kRequests];
     const block = requests.params.amSend;
     block.setFlags(flags);
     const keep = header === null ? data : [header, data];
     const request = requests.void(requests.slot(block), ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, block.address), 'amSend', keep);
-    return request.completed ? request : this.#inFlight(request, false, signal);
+    return this.#posted(request, false, signal);
   }
 
   /**
@@ -813,12 +818,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
     const operand = toWord(value, width, 'value');
     const signal = options.signal;
-    if (signal?.aborted === true) return this.#worker[kAborted](ATOMIC_LABEL[op]);
+    if (signal?.aborted === true) return this.#worker[kAborted](ATOMIC_LABEL[op], signal);
     if (fetch && (op === 'and' || op === 'or' || op === 'xor') && isFetchBitwiseBroken()) {
       return fetchBitwiseByCompareAndSwap(this, op, remoteKey, offset, operand, width, signal);
     }
     const request = postAtomic(this.#worker[kRequests], ep, op, width, fetch, address, rkey, operand, options.compare);
-    return request.completed ? request : this.#inFlight(request, true, signal);
+    return this.#posted(request, true, signal);
   }
 
   /**
@@ -878,11 +883,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const ep = this[kLive]('flush');
     const worker = this.#worker;
     const signal = options?.signal;
-    if (signal?.aborted === true) return worker[kAborted]('endpoint flush');
+    if (signal?.aborted === true) return worker[kAborted]('endpoint flush', signal);
     const requests = worker[kRequests];
     const block = requests.params.send;
     const request = requests.void(requests.slot(block), ucx().ucp_ep_flush_nbx(ep, block.address), 'endpoint flush', null);
-    return request.completed ? request : this.#inFlight(request, true, signal);
+    return this.#posted(request, true, signal);
   }
 
   /**
@@ -925,9 +930,24 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     return request;
   }
 
+  /**
+   * A posted operation: in flight (see #inFlight), or done at once. One that failed at once with the
+   * connection's reset (UCX knew of the peer's close before it told this endpoint) makes that close a
+   * failure, as one that fails later does.
+   */
+  #posted<T>(request: Request<T>, watched: boolean, signal: AbortSignal | undefined): Request<T> {
+    if (!request.completed) return this.#inFlight(request, watched, signal);
+    if (request.status === UCS_ERR_CONNECTION_RESET) this.#opsFailed++;
+    return request;
+  }
+
   /** @internal An operation of this endpoint settled (Request.#finish). */
-  [kOpSettled](watched: boolean, completed: boolean): void {
+  [kOpSettled](watched: boolean, completed: boolean, status: number): void {
     if (completed) this.#progress++;
+    // UCX fails what the reset connection held before it reports the reset to this endpoint.
+    if (status === UCS_ERR_CONNECTION_RESET || (status < 0 && status !== UCS_ERR_CANCELED && this.#state !== 'open')) {
+      this.#opsFailed++;
+    }
     if (watched) this.#armed--;
     else this.#sending--;
   }
@@ -993,25 +1013,43 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       `(failureTimeout ${this.#failureTimeout} ms)`,
     );
     debug('endpoint #%d to %s failed: %s', this.#id, this.#peer, this.#failure.message);
-    this.#failed();
+    void this.#failed();
   }
 
-  /** After a failure: everything of this endpoint still in flight rejects with it, then 'error' and close. */
-  #failed(): void {
+  /**
+   * After a failure: everything of this endpoint still in flight rejects with it, then 'error' and
+   * close. When the peer closed the connection (UCX 1.13 reports a peer's close and its process's end
+   * alike, as the kernel does to a socket) with only sends in flight, UCX may report their completion
+   * in the next progress calls: they get PEER_CLOSE_SETTLE_MS first, and the close is a failure only if
+   * one of them, or any other operation of this endpoint, rejects with it. RMA, atomics or a flush
+   * waiting for the peer's answer at its close make it a failure. A receive waiting then is not (a
+   * socket read at its end): the close cancels it.
+   */
+  async #failed(): Promise<void> {
     const failure = this.#failure as UcxError;
     // The listener hands the endpoint out when its wireup flush settles: before 'close', always.
     this.#wireup?.[kFailDetached](failure);
     this.#wireup = null;
-    if (this.#closedByPeer) {
-      void this.close();
-      return;
+    if (this.#peerClosed && this.#sending > 0) {
+      await this.#worker[kProgressUntil](() => this.#sending <= 0, PEER_CLOSE_SETTLE_MS);
     }
+    const clean = this.#peerClosed && this.#sending <= 0 && this.#opsFailed === 0;
     for (const request of inflight.values()) {
       if (request[kOwner] === this) request[kFailDetached](failure);
     }
-    if (this.listenerCount('error') > 0) this.emit('error', failure);
+    this.#closedByPeer = clean;
+    debug('endpoint #%d to %s %s: %s', this.#id, this.#peer, this.#closedByPeer ? 'closed by the peer' : 'failed', failure.message);
+    if (!this.#closedByPeer && this.listenerCount('error') > 0) this.emit('error', failure);
     void this.close();
   }
+
+  /** The peer closed the connection (CONNECTION_RESET from UCX); `closedByPeer` unless an operation failed. */
+  #peerClosed = false;
+  /**
+   * Operations of this endpoint that rejected with the connection's reset, or with an error other than
+   * a cancellation once it left 'open'.
+   */
+  #opsFailed = 0;
 
   /**
    * Closes the endpoint: destroys the remote keys unpacked on it, cancels its receives, then closes
@@ -1128,19 +1166,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     // UNREACHABLE here is a wireup that could not complete: in UCX 1.13, contexts of different features.
     const hint = status === UCS_ERR_UNREACHABLE ? featureMismatchHint(this.#worker.context.features) : '';
     this.#failure = errorFromStatus(status, `endpoint to ${this.#peer} failed${hint}`);
-    // The connection closed while nothing here waited on the peer: a close, as a socket's end is.
-    this.#closedByPeer = status === UCS_ERR_CONNECTION_RESET && this.#armed <= 0 && this.#sending <= 0 &&
-      !this.#waitingToReceive();
-    debug('endpoint #%d to %s %s: %s', this.#id, this.#peer, this.#closedByPeer ? 'closed by the peer' : 'failed', this.#failure.message);
-    this.#worker[kDefer](() => this.#failed());
-  }
-
-  /** Whether a receive of the application waits on this endpoint (a read-ahead of ours does not count). */
-  #waitingToReceive(): boolean {
-    for (const request of this.#receives) {
-      if (!this.#stream.isReadAhead(request)) return true;
-    }
-    return false;
+    // The connection closed: a close, as a socket's end is, unless something of ours fails with it (#failed).
+    // RMA, atomics or a flush waiting for the peer's answer make it a failure whatever UCX says of them later.
+    this.#peerClosed = status === UCS_ERR_CONNECTION_RESET && this.#armed <= 0;
+    this.#worker[kDefer](() => void this.#failed());
   }
 
   /** @internal */

@@ -11,9 +11,10 @@
  * if (!req.completed) await req;           // or `await req.promise`: cheaper in hot loops
  * ```
  */
-import { UCS_ERR_CANCELED, UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
+import { UCS_ERR_CANCELED, UCS_ERR_MESSAGE_TRUNCATED, UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
 import { CanceledError, errorFromStatus, type UcxError } from './errors.js';
 import { INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
+import { abortError } from './internal/abort-error.js';
 import {
   kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kGroup, kHost, kLate, kOnSettle, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,
 } from './internal/symbols.js';
@@ -42,6 +43,21 @@ function settledAwaitYields(): boolean {
 function nextMacrotask(resolve: () => void): void {
   setImmediate(resolve);
 }
+
+/**
+ * What a truncated tag receive says: the message's length (UCX reports it in the receive info when the
+ * receive was posted first; 0 when it failed inside the call) and the buffer's.
+ */
+function truncation(what: string, length: number, buffer: unknown): string {
+  const parts = Array.isArray(buffer) ? buffer as { byteLength: number }[] : [buffer as { byteLength: number }];
+  let size = 0;
+  for (const part of parts) size += part?.byteLength ?? 0;
+  const message = length > size ? `the message (${length} bytes)` : 'the message';
+  return `${what}: ${message} is longer than the ${size}-byte buffer (the message is consumed)`;
+}
+
+/** The reasons of the requests whose signal aborted (set only then: nothing on the hot path). */
+const abortReasons = new WeakMap<object, unknown>();
 
 let capturedResolve: ((value: never) => void) | undefined;
 let capturedReject: ((reason: Error) => void) | undefined;
@@ -82,8 +98,11 @@ export interface RequestHost {
  * settles, for its failure watchdog. @internal
  */
 export interface RequestOwner {
-  /** `completed`: UCX finished it (false when settled early: cancelled, or its endpoint failed). */
-  [kOpSettled](watched: boolean, completed: boolean): void;
+  /**
+   * `completed`: UCX finished it (false when settled early: cancelled, or its endpoint failed);
+   * `status`: how it settled (UCS_OK, or the status of the error it rejected with).
+   */
+  [kOpSettled](watched: boolean, completed: boolean, status: number): void;
 }
 
 /** @internal A request of any result type, for bookkeeping. */
@@ -351,6 +370,8 @@ export class Request<T = void> implements PromiseLike<T> {
       this.#resolve = this.#reject = undefined;
       resolve?.(this.#value as T);
       this.#notify(UCS_OK, length, undefined);
+    } else if (status === UCS_ERR_MESSAGE_TRUNCATED && this.#kind === ResultKind.TagInfo) {
+      this[kFail](errorFromStatus(status, truncation(this[kWhat], length, this.#keep)));
     } else {
       this[kFail](errorFromStatus(status, this[kWhat]));
     }
@@ -359,6 +380,9 @@ export class Request<T = void> implements PromiseLike<T> {
   /** @internal Fails with a given error (status taken from it when it is a UcxError). */
   [kFail](error: Error): void {
     if (this.#status !== UCS_INPROGRESS) return;
+    // However the cancellation of an aborted request reaches here (UCX's completion, a detached or
+    // fallback settle), it says why.
+    if (error instanceof CanceledError && abortReasons.has(this)) error = abortError(this[kWhat], abortReasons.get(this));
     this.#status = (error as Partial<UcxError>).status ?? UCS_ERR_CANCELED;
     this.#error = error;
     this.#finish();
@@ -380,12 +404,16 @@ export class Request<T = void> implements PromiseLike<T> {
     this[kFail](new CanceledError(`${this[kWhat]}: ${reason}`));
   }
 
-  /** @internal Cancels this request when `signal` aborts (rejecting with CanceledError). */
+  /**
+   * @internal Cancels this request when `signal` aborts: it rejects with a CanceledError that names the
+   * signal's reason (see abortError).
+   */
   [kBindSignal](signal: AbortSignal | undefined): void {
     if (signal === undefined || this.completed) return;
     const onAbort = (): void => {
+      abortReasons.set(this, signal.reason);
       if (this[kUcxRequest] !== null || this[kCancelFallback] !== null) this.cancel();
-      else this[kAbandon]('aborted');
+      else this[kFail](abortError(this[kWhat], signal.reason));
     };
     signal.addEventListener('abort', onAbort, { once: true });
     this[kUnbind] = () => signal.removeEventListener('abort', onAbort);
@@ -402,7 +430,7 @@ export class Request<T = void> implements PromiseLike<T> {
     const owner = this[kOwner];
     if (owner !== null) {
       this[kOwner] = null;
-      owner[kOpSettled](this[kWatched], !this[kDetached]);
+      owner[kOpSettled](this[kWatched], !this[kDetached], this.#status);
     }
     if (!this[kDetached]) this.#release();
   }

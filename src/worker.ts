@@ -21,7 +21,7 @@ import { ProgressEngine, type ProgressMode } from './engine/progress-engine.js';
 import { RequestEngine } from './engine/request-engine.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
-  kAbandon, kAborted, kBindSignal, kCloseWithin, kCreate, kDefer, kDetachable, kEndpointByHandle, kEndpointRef,
+  kAbandon, kAborted, kBindSignal, kCloseWithin, kFail, kCreate, kDefer, kDetachable, kEndpointByHandle, kEndpointRef,
   kEndpointClosed, kEndpointOpened, kForceCloseAtExit, kGroup, kHandle, kHold, kListenerClosed, kLive,
   kMaxAmHeader, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kStreamStashed, kTagRecv,
   kTeardownAtExit, kUcxRequest, kUpdateBusy, kWorkerClosed,
@@ -31,11 +31,13 @@ import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
 import { resolveSockaddr } from './internal/sockaddr.js';
 import { validateWorkerAddress } from './internal/worker-address.js';
+import { abortError } from './internal/abort-error.js';
 import type { Context } from './context.js';
 import { Endpoint, type EndpointOptions, type ErrorHandlingMode } from './endpoint.js';
 import { isLocalIp, sharesHost } from './internal/peer-locality.js';
 import { featureMismatchHint } from './internal/hints.js';
 import { Listener, isOwnListenerPort, type ListenerOptions } from './listener.js';
+import { listeningOnPort } from './internal/port-sockets.js';
 import { installUcxxAm, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx-am.js';
 import type { AmReceiverCallbackInfo } from './internal/ucxx-am-header.js';
 import { tagMultiRecv, type TagMultiRecvOptions } from './tag-multi.js';
@@ -413,7 +415,7 @@ export class Worker {
     const handle = this[kLive]('Worker');
     const t = toTag(tag, 'tag');
     const m = toTag(tagMask, 'tagMask');
-    if (signal?.aborted === true) return this[kAborted]('tagRecv');
+    if (signal?.aborted === true) return this[kAborted]('tagRecv', signal);
     const requests = this[kRequests];
     let data: unknown;
     let count: number;
@@ -624,10 +626,12 @@ export class Worker {
       await endpoint.close();
       // UCX 1.13's TCP CM reports a refused connection as NOT_CONNECTED on the flush; say what it means.
       if (status === UCS_ERR_NOT_CONNECTED || status === UCS_ERR_REJECTED) {
-        const refused = new ConnectionRefusedError(`${host}:${port}`, status, { cause: err });
+        // UCX reports nobody listening and a server refusing a NONE-mode client alike; on this host
+        // /proc tells them apart, and only the second one gets the hint.
+        const listening = isLocalIp(ip) ? listeningOnPort(port) : null;
+        const refused = new ConnectionRefusedError(`${host}:${port}`, status, { cause: err, listening: listening === true });
         debug('connect to %s:%d refused (%s)', host, port, (err as Error).message);
-        // On this host in 'auto' the refusal may be a server that asks for PEER mode: say so.
-        refused.message += connectFailureHint(refused, mode, options.errorHandling, this.#context.features);
+        if (listening !== false) refused.message += connectFailureHint(refused, mode, options.errorHandling, this.#context.features);
         throw refused;
       }
       if (err instanceof Error) err.message += connectFailureHint(err, mode, options.errorHandling, this.#context.features);
@@ -911,9 +915,9 @@ export class Worker {
   }
 
   /** @internal A request that failed before reaching UCX because its signal had already aborted. */
-  [kAborted]<T>(what: string): Request<T> {
+  [kAborted]<T>(what: string, signal?: AbortSignal): Request<T> {
     const request = new Request<T>(INTERNAL, null, ResultKind.Void, what, null);
-    request[kAbandon]('aborted');
+    request[kFail](abortError(what, signal?.reason));
     return request;
   }
 

@@ -12,7 +12,7 @@ export const kRequests: unique symbol = Symbol('ucxx-ts.requests');
 export const kLive: unique symbol = Symbol('ucxx-ts.live');
 /** `worker[kHandle]`: the ucp_worker_h while it exists (also during close), for teardown paths. */
 export const kHandle: unique symbol = Symbol('ucxx-ts.handle');
-/** `worker[kAborted](what)`: the Request of an operation whose signal had aborted before it was posted. */
+/** `worker[kAborted](what, signal)`: the Request of an operation whose signal had aborted before it was posted. */
 export const kAborted: unique symbol = Symbol('ucxx-ts.aborted');
 /** `worker[kDefer](fn)`: runs fn after the current progress call (never inside a UCX callback). */
 export const kDefer: unique symbol = Symbol('ucxx-ts.defer');
@@ -88,7 +88,7 @@ export const kComplete: unique symbol = Symbol('ucxx-ts.complete');
 export const kFail: unique symbol = Symbol('ucxx-ts.fail');
 export const kAbandon: unique symbol = Symbol('ucxx-ts.abandon');
 export const kBindSignal: unique symbol = Symbol('ucxx-ts.bindSignal');
-/** `owner[kOpSettled](watched, completed)`: an operation of the endpoint settled. */
+/** `owner[kOpSettled](watched, completed, status)`: an operation of the endpoint settled. */
 export const kOpSettled: unique symbol = Symbol('ucxx-ts.opSettled');
 
 // AmMessage's and the AM dispatcher's, Context's, Endpoint's and RemoteKey's factories.

@@ -11,7 +11,8 @@
  *   '{"ticks":N,"ops":M}'.
  * - 'rma-until-failure': awaits memGet after memGet until one fails (prints 'looping' first, then
  *   'noticed NAME CODE' or, after 20 s, 'never noticed').
- * - 'rpc': `connections` times in a row: connect, `rpcs` tag RPCs, close; prints
+ * - 'rpc': `connections` times in a row: connect, get the connection's id (tag 2), `rpcs` tag RPCs
+ *   (test/peers/lifetime-server.ts), close; prints
  *   '{"replies":N,"rejected":M,"errors":K}'.
  */
 import {
@@ -130,11 +131,14 @@ switch (config.mode) {
     for (let c = 0; c < (config.connections ?? 50); c++) {
       const ep = await worker.connect('127.0.0.1', port);
       ep.on('error', () => errors++);
+      const id = new BigUint64Array(1);
+      await ep.tagRecv(id, 2n);
+      const tag = (10n << 32n) | (id[0] as bigint);
       for (let i = 0; i < (config.rpcs ?? 3); i++) {
         request.fill(i + c);
         const received = ep.tagRecv(reply, 11n);
         try {
-          await ep.tagSend(request, 10n);
+          await ep.tagSend(request, tag);
           const { length } = await received;
           if (length !== 16 || reply[15] !== ((i + c) & 0xff)) throw new Error(`reply ${c}/${i} is wrong`);
           replies++;

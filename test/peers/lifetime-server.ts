@@ -2,7 +2,8 @@
  * Test peer for test/lifetime-node.test.ts: a server as a user writes one. It listens; sends each
  * connecting endpoint its region's serialized key (tag 1); answers active message 1 with active
  * message 2 (the same header and data) after `replyDelayMs`; and serves tag RPCs on every endpoint
- * (a request on tag 10, the same bytes back on tag 11) until the client leaves. IPC 'stats' reports,
+ * until the client leaves: the connection's id on tag 2, then each request on tag (10 << 32) | id
+ * and the same bytes back on tag 11. IPC 'stats' reports,
  * over all endpoints, how many emitted 'error' and 'close', and how many replies were rejected.
  */
 import '../helpers/peer-errors.js';
@@ -26,12 +27,17 @@ const key = region.createRemoteKey().serialize();
 
 const stats = { connected: 0, errors: 0, closes: 0, closedByPeer: 0, rpcs: 0, rejectedReplies: 0, errorCodes: [] as string[] };
 
-async function serveRpc(ep: Endpoint): Promise<void> {
+/** RPC requests come on tag (10 << 32) | the connection's id, which each connection gets on tag 2. */
+const rpcTag = (id: number): bigint => (10n << 32n) | BigInt(id);
+let connections = 0;
+
+async function serveRpc(ep: Endpoint, id: number): Promise<void> {
   const buffer = new Uint8Array(64);
   for (;;) {
     let length: number;
     try {
-      ({ length } = await ep.tagRecv(buffer, 10n));
+      // Tags match per worker: the connection's own tag keeps the clients' requests apart.
+      ({ length } = await ep.tagRecv(buffer, rpcTag(id)));
     } catch {
       return; // the client left: the receive is cancelled with the endpoint
     }
@@ -56,8 +62,10 @@ const listener = worker.listen({ host: '127.0.0.1', port: 0 }, (ep) => {
     stats.closes++;
     if (ep.closedByPeer) stats.closedByPeer++;
   });
-  ep.tagSend(key, 1n).catch(() => undefined); // a client that leaves at once need not get it
-  void serveRpc(ep);
+  const id = ++connections;
+  ep.tagSend(key, 1n).catch(() => undefined); // a client that leaves at once need not get them
+  ep.tagSend(new BigUint64Array([BigInt(id)]), 2n).catch(() => undefined);
+  void serveRpc(ep, id);
 });
 
 worker.setAmHandler(1, (msg) => {
