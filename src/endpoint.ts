@@ -2,10 +2,11 @@
  * A connection to a remote worker: RMA (`memPut`/`memGet`), tag messages and flush. Created by
  * `worker.connect()`, `worker.connectToAddress()` or a Listener.
  *
- * When the peer goes away (and UCX sees it: see ErrorHandlingMode) the endpoint emits 'error' (only if
- * somebody listens for it) and 'close', its in-flight requests reject with a UcxError such as
- * ConnectionResetError, and every later operation throws ClosedError. A peer that closes its side while
- * nothing of this endpoint waits on it is a close, not a failure: 'close' alone, with `closedByPeer`.
+ * When the peer fails (and UCX sees it: see ErrorHandlingMode) the endpoint emits 'error' (only if
+ * somebody listens for it: the failure also reaches every pending operation, `failure` and the cause
+ * of later ClosedErrors) and 'close', its in-flight requests reject with a UcxError such as
+ * ConnectionResetError, and every later operation throws ClosedError. A peer that closes its side is
+ * a close unless an operation of this endpoint fails with it: 'close' alone, with `closedByPeer`.
  *
  * ```ts
  * const ep = await worker.connect('127.0.0.1', port);
@@ -160,7 +161,10 @@ const FAILED_CLOSE_WAIT_MS = 100;
 
 /** The events of an Endpoint. */
 export interface EndpointEvents {
-  /** The peer failed while something of this endpoint waited on it; `close` follows. */
+  /**
+   * The peer failed while an operation of this endpoint waited on it; `close` follows. Not thrown
+   * when nobody listens (unlike EventEmitter's 'error'): the operations reject with it anyway.
+   */
   error: [error: UcxError];
   /** The endpoint is closed: by `close()`, by its peer (`closedByPeer`), or after a failure. */
   close: [];
@@ -364,9 +368,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /**
-   * True when the peer closed the connection while nothing of this endpoint was in flight: the endpoint
-   * then emits 'close' without 'error'. UCX 1.13 reports a peer's close and a peer process that ended
-   * alike (the connection manager's socket closed); with operations in flight it is a failure either way.
+   * True when the peer closed the connection and no operation of this endpoint failed with it (a
+   * receive waiting is cancelled, not failed): the endpoint then emits 'close' without 'error'. UCX 1.13
+   * reports a peer's close and a peer process that ended alike (the connection manager's socket
+   * closed); RMA, atomics or a flush waiting for the peer then make it a failure either way.
    *
    * ```ts
    * ep.once('close', () => console.log(ep.closedByPeer ? 'the peer hung up' : 'closed'));
@@ -1032,6 +1037,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#wireup = null;
     if (this.#peerClosed && this.#sending > 0) {
       await this.#worker[kProgressUntil](() => this.#sending <= 0, PEER_CLOSE_SETTLE_MS);
+      // Closed meanwhile (by close(), or its worker's): that close settled everything and said 'close'.
+      if (this.#state !== 'failed') return;
     }
     const clean = this.#peerClosed && this.#sending <= 0 && this.#opsFailed === 0;
     for (const request of inflight.values()) {

@@ -603,6 +603,9 @@ export class Worker {
     // client-server connection to itself (failed flushes on close, a crash in its async thread when the
     // process exits while connecting), and it gains nothing from shared memory.
     const mode = resolveErrorMode(options.errorHandling, () => isLocalIp(ip) && !isOwnListenerPort(port));
+    // Whether a listener is there, for the message of a refusal that may be a server refusing this
+    // NONE-mode client (read now as well: a server that refuses may also exit at once).
+    const listenedBefore = mode === 'none' && (options.errorHandling ?? 'auto') === 'auto' && listeningOnPort(port) === true;
     const endpoint = Endpoint[kCreate](INTERNAL, this, handle, options, mode, (params) => {
       params
         .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_SOCK_ADDR | K.UCP_EP_PARAM_FIELD_FLAGS)
@@ -628,7 +631,7 @@ export class Worker {
       if (status === UCS_ERR_NOT_CONNECTED || status === UCS_ERR_REJECTED) {
         // UCX reports nobody listening and a server refusing a NONE-mode client alike; on this host
         // /proc tells them apart, and only the second one gets the hint.
-        const listening = isLocalIp(ip) ? listeningOnPort(port) : null;
+        const listening = listenedBefore ? true : isLocalIp(ip) ? listeningOnPort(port) : null;
         const refused = new ConnectionRefusedError(`${host}:${port}`, status, { cause: err, listening: listening === true });
         debug('connect to %s:%d refused (%s)', host, port, (err as Error).message);
         if (listening !== false) refused.message += connectFailureHint(refused, mode, options.errorHandling, this.#context.features);
