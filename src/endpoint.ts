@@ -2,10 +2,11 @@
  * A connection to a remote worker: RMA (`memPut`/`memGet`), tag messages and flush. Created by
  * `worker.connect()`, `worker.connectToAddress()` or a Listener.
  *
- * When the peer goes away (and UCX sees it: see ErrorHandlingMode) the endpoint emits 'error' (only if
- * somebody listens for it) and 'close', its in-flight requests reject with a UcxError such as
- * ConnectionResetError, and every later operation throws ClosedError. A peer that closes its side while
- * nothing of this endpoint waits on it is a close, not a failure: 'close' alone, with `closedByPeer`.
+ * When the peer fails (and UCX sees it: see ErrorHandlingMode) the endpoint emits 'error' (only if
+ * somebody listens for it: the failure also reaches every pending operation, `failure` and the cause
+ * of later ClosedErrors) and 'close', its in-flight requests reject with a UcxError such as
+ * ConnectionResetError, and every later operation throws ClosedError. A peer that closes its side is
+ * a close unless an operation of this endpoint fails with it: 'close' alone, with `closedByPeer`.
  *
  * ```ts
  * const ep = await worker.connect('127.0.0.1', port);
@@ -30,7 +31,7 @@ import { promiseOperation, requestOperation } from './engine/operations.js';
 import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
-  kAbandon, kAborted, kBindSignal, kCreate, kDefer, kDetachable, kEndpointClosed, kEndpointOpened,
+  kAbandon, kAborted, kBindSignal, kCreate, kDefer, kDetachable, kEndpointClosed, kEndpointOpened, kEndpointRef,
   kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMaxAmHeader, kParkIfHeld,
   kOnPeerError, kOnSettle, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
   kStreamReceiver, kStreamStashed, kTagRecv, kUnpack, kWatched, kWireupFlush,
@@ -151,13 +152,21 @@ function errorCallbackAddress(): bigint {
 
 type State = 'open' | 'failed' | 'closing' | 'closed';
 
+/**
+ * How long operations in flight toward a peer that closed the connection may still complete (UCX can
+ * report their completion after the close) before they reject with its failure (ms).
+ */
+const PEER_CLOSE_SETTLE_MS = 50;
 /** How long a graceful close of a failed endpoint is progressed before it is left to UCX (ms). */
 const FAILED_CLOSE_WAIT_MS = 100;
 
 
 /** The events of an Endpoint. */
 export interface EndpointEvents {
-  /** The peer failed while something of this endpoint waited on it; `close` follows. */
+  /**
+   * The peer failed while an operation of this endpoint waited on it; `close` follows. Not thrown
+   * when nobody listens (unlike EventEmitter's 'error'): the operations reject with it anyway.
+   */
   error: [error: UcxError];
   /** The endpoint is closed: by `close()`, by its peer (`closedByPeer`), or after a failure. */
   close: [];
@@ -264,6 +273,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
     this.#handle = out.ptr();
     worker[kEndpointOpened](this, this.#handle as bigint);
+    this.#syncRef();
     debug('endpoint #%d to %s created (error handling %s)', this.#id, peer, errorMode ?? 'as the client chose');
   }
 
@@ -275,6 +285,62 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   /** True once the endpoint is closed, closing, or failed. */
   get closed(): boolean {
     return this.#state !== 'open';
+  }
+
+  /** False after `unref()`. */
+  #refed = true;
+  /** Counted by the worker among the endpoints that keep the process alive. */
+  #keepsAlive = false;
+
+  #syncRef(): void {
+    const keep = this.#refed && this.#state === 'open';
+    if (keep === this.#keepsAlive) return;
+    this.#keepsAlive = keep;
+    this.#worker[kEndpointRef](keep ? 1 : -1);
+  }
+
+  /**
+   * Lets the open endpoint keep the process alive again after `unref()` (the default, as a socket: an
+   * open endpoint keeps its process alive until it is closed, by either side, or fails). Returns the
+   * endpoint.
+   *
+   * @example
+   * ```ts
+   * ep.unref();   // e.g. while only a background heartbeat uses it
+   * ep.ref();
+   * ```
+   */
+  ref(): this {
+    this.#refed = true;
+    this.#syncRef();
+    return this;
+  }
+
+  /**
+   * The open endpoint no longer keeps the process alive, as `socket.unref()`; an operation in flight on
+   * it still does (unless its worker is unref'd). Returns the endpoint.
+   *
+   * @example
+   * ```ts
+   * const ep = (await worker.connect(host, port)).unref();
+   * ```
+   */
+  unref(): this {
+    this.#refed = false;
+    this.#syncRef();
+    return this;
+  }
+
+  /**
+   * Whether the endpoint keeps the process alive while open (false after `unref()`).
+   *
+   * @example
+   * ```ts
+   * console.log(ep.hasRef()); // true by default
+   * ```
+   */
+  hasRef(): boolean {
+    return this.#refed;
   }
 
   /**
@@ -303,9 +369,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /**
-   * True when the peer closed the connection while nothing of this endpoint was in flight: the endpoint
-   * then emits 'close' without 'error'. UCX 1.13 reports a peer's close and a peer process that ended
-   * alike (the connection manager's socket closed); with operations in flight it is a failure either way.
+   * True when the peer closed the connection and no operation of this endpoint failed with it (a
+   * receive waiting is cancelled, not failed): the endpoint then emits 'close' without 'error'. UCX 1.13
+   * reports a peer's close and a peer process that ended alike (the connection manager's socket
+   * closed); RMA, atomics or a flush waiting for the peer then make it a failure either way.
    *
    * ```ts
    * ep.once('close', () => console.log(ep.closedByPeer ? 'the peer hung up' : 'closed'));
@@ -430,12 +497,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       throw new InvalidArgumentError(`${what}: the target must be a RemoteKey or a bigint remote address`);
     }
     const signal = options?.signal;
-    if (signal?.aborted === true) return this.#worker[kAborted](what);
+    if (signal?.aborted === true) return this.#worker[kAborted](what, signal);
     const requests = this.#worker[kRequests];
     const block = requests.params.send;
     const fn = put ? ucx().ucp_put_nbx : ucx().ucp_get_nbx;
     const request = requests.void(requests.slot(block), fn(ep, memory, length, address, rkey, block.address), what, memory);
-    return request.completed ? request : this.#inFlight(request, true, signal);
+    return this.#posted(request, true, signal);
   }
 
   /**
@@ -491,11 +558,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       block = requests.params.send;
     }
     const signal = options?.signal;
-    if (signal?.aborted === true) return worker[kAborted](what);
+    if (signal?.aborted === true) return worker[kAborted](what, signal);
     const fn = sync ? ucx().ucp_tag_send_sync_nbx : ucx().ucp_tag_send_nbx;
     const keep = data === buffer ? buffer : [buffer, data];
     const request = requests.void(requests.slot(block), fn(ep, data as Buffer, count, t, block.address), what, keep);
-    return request.completed ? request : this.#inFlight(request, false, signal);
+    return this.#posted(request, false, signal);
   }
 
   /**
@@ -541,11 +608,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (count === 0) return COMPLETED;
     const worker = this.#worker;
     const signal = options?.signal;
-    if (signal?.aborted === true) return worker[kAborted]('streamSend');
+    if (signal?.aborted === true) return worker[kAborted]('streamSend', signal);
     const requests = worker[kRequests];
     const block = requests.params.send;
     const request = requests.void(requests.slot(block), ucx().ucp_stream_send_nbx(ep, ffiMemory(buffer), count, block.address), 'streamSend', buffer);
-    return request.completed ? request : this.#inFlight(request, false, signal);
+    return this.#posted(request, false, signal);
   }
 
   /**
@@ -570,7 +637,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       if (this.#state !== 'closed') return this.#stream.recv(bytes, options.waitAll === true, options.signal);
     }
     this[kLive]('streamRecv');
-    if (options.signal?.aborted === true) return this.#worker[kAborted]('streamRecv');
+    if (options.signal?.aborted === true) return this.#worker[kAborted]('streamRecv', options.signal);
     return this.#stream.recv(bytes, options.waitAll === true, options.signal);
   }
 
@@ -698,13 +765,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
     const worker = this.#worker;
     const signal = options.signal;
-    if (signal?.aborted === true) return worker[kAborted]('amSend');
+    if (signal?.aborted === true) return worker[kAborted]('amSend', signal);
     const requests = worker[kRequests];
     const block = requests.params.amSend;
     block.setFlags(flags);
     const keep = header === null ? data : [header, data];
     const request = requests.void(requests.slot(block), ucx().ucp_am_send_nbx(ep, id, ffiMemory(header), headerLength, ffiMemory(data), count, block.address), 'amSend', keep);
-    return request.completed ? request : this.#inFlight(request, false, signal);
+    return this.#posted(request, false, signal);
   }
 
   /**
@@ -797,12 +864,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
     const operand = toWord(value, width, 'value');
     const signal = options.signal;
-    if (signal?.aborted === true) return this.#worker[kAborted](ATOMIC_LABEL[op]);
+    if (signal?.aborted === true) return this.#worker[kAborted](ATOMIC_LABEL[op], signal);
     if (fetch && (op === 'and' || op === 'or' || op === 'xor') && isFetchBitwiseBroken()) {
       return fetchBitwiseByCompareAndSwap(this, op, remoteKey, offset, operand, width, signal);
     }
     const request = postAtomic(this.#worker[kRequests], ep, op, width, fetch, address, rkey, operand, options.compare);
-    return request.completed ? request : this.#inFlight(request, true, signal);
+    return this.#posted(request, true, signal);
   }
 
   /**
@@ -878,11 +945,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const ep = this[kLive]('flush');
     const worker = this.#worker;
     const signal = options?.signal;
-    if (signal?.aborted === true) return worker[kAborted]('endpoint flush');
+    if (signal?.aborted === true) return worker[kAborted]('endpoint flush', signal);
     const requests = worker[kRequests];
     const block = requests.params.send;
     const request = requests.void(requests.slot(block), ucx().ucp_ep_flush_nbx(ep, block.address), 'endpoint flush', null);
-    return request.completed ? request : this.#inFlight(request, true, signal);
+    return this.#posted(request, true, signal);
   }
 
   /**
@@ -925,9 +992,24 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     return request;
   }
 
+  /**
+   * A posted operation: in flight (see #inFlight), or done at once. One that failed at once with the
+   * connection's reset (UCX knew of the peer's close before it told this endpoint) makes that close a
+   * failure, as one that fails later does.
+   */
+  #posted<T>(request: Request<T>, watched: boolean, signal: AbortSignal | undefined): Request<T> {
+    if (!request.completed) return this.#inFlight(request, watched, signal);
+    if (request.status === UCS_ERR_CONNECTION_RESET) this.#opsFailed++;
+    return request;
+  }
+
   /** @internal An operation of this endpoint settled (Request.#finish). */
-  [kOpSettled](watched: boolean, completed: boolean): void {
+  [kOpSettled](watched: boolean, completed: boolean, status: number): void {
     if (completed) this.#progress++;
+    // UCX fails what the reset connection held before it reports the reset to this endpoint.
+    if (status === UCS_ERR_CONNECTION_RESET || (status < 0 && status !== UCS_ERR_CANCELED && this.#state !== 'open')) {
+      this.#opsFailed++;
+    }
     if (watched) this.#armed--;
     else this.#sending--;
   }
@@ -983,30 +1065,51 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (now - this.#stallSince < this.#failureTimeout) return;
     this.#stopWatchdog();
     this.#state = 'failed';
+    this.#syncRef();
     this.#failure = new EndpointTimeoutError(
       `endpoint to ${this.#peer}: no answer from the peer for ${Math.round(now - this.#stallSince)} ms ` +
       `(failureTimeout ${this.#failureTimeout} ms)`,
     );
     debug('endpoint #%d to %s failed: %s', this.#id, this.#peer, this.#failure.message);
-    this.#failed();
+    void this.#failed();
   }
 
-  /** After a failure: everything of this endpoint still in flight rejects with it, then 'error' and close. */
-  #failed(): void {
+  /**
+   * After a failure: everything of this endpoint still in flight rejects with it, then 'error' and
+   * close. When the peer closed the connection (UCX 1.13 reports a peer's close and its process's end
+   * alike, as the kernel does to a socket) with only sends in flight, UCX may report their completion
+   * in the next progress calls: they get PEER_CLOSE_SETTLE_MS first, and the close is a failure only if
+   * one of them, or any other operation of this endpoint, rejects with it. RMA, atomics or a flush
+   * waiting for the peer's answer at its close make it a failure. A receive waiting then is not (a
+   * socket read at its end): the close cancels it.
+   */
+  async #failed(): Promise<void> {
     const failure = this.#failure as UcxError;
     // The listener hands the endpoint out when its wireup flush settles: before 'close', always.
     this.#wireup?.[kFailDetached](failure);
     this.#wireup = null;
-    if (this.#closedByPeer) {
-      void this.close();
-      return;
+    if (this.#peerClosed && this.#sending > 0) {
+      await this.#worker[kProgressUntil](() => this.#sending <= 0, PEER_CLOSE_SETTLE_MS);
+      // Closed meanwhile (by close(), or its worker's): that close settled everything and said 'close'.
+      if (this.#state !== 'failed') return;
     }
+    const clean = this.#peerClosed && this.#sending <= 0 && this.#opsFailed === 0;
     for (const request of inflight.values()) {
       if (request[kOwner] === this) request[kFailDetached](failure);
     }
-    if (this.listenerCount('error') > 0) this.emit('error', failure);
+    this.#closedByPeer = clean;
+    debug('endpoint #%d to %s %s: %s', this.#id, this.#peer, this.#closedByPeer ? 'closed by the peer' : 'failed', failure.message);
+    if (!this.#closedByPeer && this.listenerCount('error') > 0) this.emit('error', failure);
     void this.close();
   }
+
+  /** The peer closed the connection (CONNECTION_RESET from UCX); `closedByPeer` unless an operation failed. */
+  #peerClosed = false;
+  /**
+   * Operations of this endpoint that rejected with the connection's reset, or with an error other than
+   * a cancellation once it left 'open'.
+   */
+  #opsFailed = 0;
 
   /**
    * Closes the endpoint: destroys the remote keys unpacked on it, cancels its receives, then closes
@@ -1032,6 +1135,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   async #close(): Promise<void> {
     const failed = this.#state === 'failed';
     this.#state = 'closing';
+    this.#syncRef();
     this.#stopWatchdog();
     for (const key of [...this.#keys]) key.close();
     for (const request of [...this.#receives]) request.cancel();
@@ -1065,6 +1169,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#stream.closed(this.#failure ?? closed);
     this.#handle = null;
     this.#state = 'closed';
+    this.#syncRef();
     endpoints.delete(this.#id);
     this.#worker[kEndpointClosed](this, handle);
     debug('endpoint #%d to %s closed%s', this.#id, this.#peer,
@@ -1115,6 +1220,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (handle === null || this.#state === 'closed') return null;
     for (const key of [...this.#keys]) key.close();
     this.#state = 'closed';
+    this.#syncRef();
     this.#handle = null;
     endpoints.delete(this.#id);
     const { request } = this.#postClose(handle, true);
@@ -1125,22 +1231,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   [kOnPeerError](status: number): void {
     if (this.#state !== 'open') return;
     this.#state = 'failed';
+    this.#syncRef();
     // UNREACHABLE here is a wireup that could not complete: in UCX 1.13, contexts of different features.
     const hint = status === UCS_ERR_UNREACHABLE ? featureMismatchHint(this.#worker.context.features) : '';
     this.#failure = errorFromStatus(status, `endpoint to ${this.#peer} failed${hint}`);
-    // The connection closed while nothing here waited on the peer: a close, as a socket's end is.
-    this.#closedByPeer = status === UCS_ERR_CONNECTION_RESET && this.#armed <= 0 && this.#sending <= 0 &&
-      !this.#waitingToReceive();
-    debug('endpoint #%d to %s %s: %s', this.#id, this.#peer, this.#closedByPeer ? 'closed by the peer' : 'failed', this.#failure.message);
-    this.#worker[kDefer](() => this.#failed());
-  }
-
-  /**
-   * Whether a receive of the application waits on this endpoint. Stream receives do not count: a
-   * peer's close is the stream's end, as for a socket.
-   */
-  #waitingToReceive(): boolean {
-    return this.#receives.size > 0;
+    // The connection closed: a close, as a socket's end is, unless something of ours fails with it (#failed).
+    // RMA, atomics or a flush waiting for the peer's answer make it a failure whatever UCX says of them later.
+    this.#peerClosed = status === UCS_ERR_CONNECTION_RESET && this.#armed <= 0;
+    this.#worker[kDefer](() => void this.#failed());
   }
 
   /** @internal */

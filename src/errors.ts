@@ -475,9 +475,11 @@ export function check(status: number, what: string): void {
 }
 
 /**
- * `worker.connect()` found nobody listening at the address (UCX reports UCS_ERR_NOT_CONNECTED for a
- * refused TCP connection, or UCS_ERR_REJECTED when the listener rejects it). A NotConnectedError
- * (status -24) whatever UCX said, with UCX's own status in `ucxStatus`.
+ * `worker.connect()` was refused: nobody listens at the address, or (its message says which, where
+ * the host is this one) a listener there refused the connection (UCX reports UCS_ERR_NOT_CONNECTED
+ * for a refused TCP connection and for a server that refuses the client's error-handling mode, or
+ * UCS_ERR_REJECTED when the listener rejects it). A NotConnectedError (status -24) whatever UCX
+ * said, with UCX's own status in `ucxStatus`.
  *
  * @example
  * ```ts
@@ -494,8 +496,11 @@ export class ConnectionRefusedError extends NotConnectedError {
   readonly ucxStatus: number;
   /** Where the connection was refused. */
   readonly address: string;
-  constructor(address: string, ucxStatus: number, options?: ErrorOptions) {
-    super(`connect to ${address}: nobody listens there (connection refused; UCX said ${statusName(ucxStatus)})`, options);
+  /** `listening`: a listener was seen on the port (this host), so it refused; else nobody listens. */
+  constructor(address: string, ucxStatus: number, options?: ErrorOptions & { listening?: boolean }) {
+    super(options?.listening === true
+      ? `connect to ${address}: the listener there refused the connection (UCX said ${statusName(ucxStatus)})`
+      : `connect to ${address}: nobody listens there (connection refused; UCX said ${statusName(ucxStatus)})`, options);
     this.name = 'ConnectionRefusedError';
     this.ucxStatus = ucxStatus;
     this.address = address;

@@ -163,6 +163,51 @@ export class Listener implements AsyncIterable<Endpoint> {
     return this.#handle === null;
   }
 
+  #refed = true;
+
+  /**
+   * Lets the open listener keep the process alive again after `unref()` (the default, as a
+   * `net.Server`). Returns the listener.
+   *
+   * @example
+   * ```ts
+   * listener.unref();  // the process may exit while it listens
+   * listener.ref();
+   * ```
+   */
+  ref(): this {
+    this.#refed = true;
+    this.#worker[kUpdateBusy]();
+    return this;
+  }
+
+  /**
+   * The open listener no longer keeps the process alive (its endpoints do, unless unref'd themselves),
+   * as `server.unref()`. Returns the listener.
+   *
+   * @example
+   * ```ts
+   * const listener = worker.listen({ port: 0 }, serve).unref();
+   * ```
+   */
+  unref(): this {
+    this.#refed = false;
+    this.#worker[kUpdateBusy]();
+    return this;
+  }
+
+  /**
+   * Whether the listener keeps the process alive while open (false after `unref()`).
+   *
+   * @example
+   * ```ts
+   * console.log(listener.hasRef()); // true by default
+   * ```
+   */
+  hasRef(): boolean {
+    return this.#refed;
+  }
+
   /**
    * The `ucp_listener_h` handle.
    *

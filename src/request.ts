@@ -13,12 +13,53 @@
  * if (!req.completed) await req;           // or `await req.promise`: cheaper in hot loops
  * ```
  */
-import { UCS_ERR_CANCELED, UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
+import { UCS_ERR_CANCELED, UCS_ERR_MESSAGE_TRUNCATED, UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
 import { CanceledError, errorFromStatus, type UcxError } from './errors.js';
 import { INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
+import { abortError } from './internal/abort-error.js';
 import {
   kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kGroup, kHost, kLate, kOnSettle, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,
 } from './internal/symbols.js';
+
+/**
+ * Awaits of requests that had already settled (UCX completed them inside the call: same-host RMA,
+ * flush, a message already there) run on microtasks only, so a loop of them would never let the event
+ * loop turn: no timer, signal, I/O or worker progress (the peer-failure reports) would run. Every
+ * SETTLED_AWAITS_PER_CHECK such awaits the clock is read, and once SETTLED_SLICE_MS passed since the
+ * last time one did, that await resolves through a macrotask (setImmediate) instead.
+ */
+const SETTLED_AWAITS_PER_CHECK = 64;
+const SETTLED_SLICE_MS = 2;
+let settledAwaits = 0;
+let settledSliceStart = 0;
+
+/** Whether this await of a settled request should go through a macrotask (see SETTLED_SLICE_MS). */
+function settledAwaitYields(): boolean {
+  if ((++settledAwaits & (SETTLED_AWAITS_PER_CHECK - 1)) !== 0) return false;
+  const now = performance.now();
+  if (now - settledSliceStart < SETTLED_SLICE_MS) return false;
+  settledSliceStart = now;
+  return true;
+}
+
+function nextMacrotask(resolve: () => void): void {
+  setImmediate(resolve);
+}
+
+/**
+ * What a truncated tag receive says: the message's length (UCX reports it in the receive info when the
+ * receive was posted first; 0 when it failed inside the call) and the buffer's.
+ */
+function truncation(what: string, length: number, buffer: unknown): string {
+  const parts = Array.isArray(buffer) ? buffer as { byteLength: number }[] : [buffer as { byteLength: number }];
+  let size = 0;
+  for (const part of parts) size += part?.byteLength ?? 0;
+  const message = length > size ? `the message (${length} bytes)` : 'the message';
+  return `${what}: ${message} is longer than the ${size}-byte buffer (the message is consumed)`;
+}
+
+/** The reasons of the requests whose signal aborted (set only then: nothing on the hot path). */
+const abortReasons = new WeakMap<object, unknown>();
 
 let capturedResolve: ((value: never) => void) | undefined;
 let capturedReject: ((reason: Error) => void) | undefined;
@@ -59,8 +100,11 @@ export interface RequestHost {
  * settles, for its failure watchdog. @internal
  */
 export interface RequestOwner {
-  /** `completed`: UCX finished it (false when settled early: cancelled, or its endpoint failed). */
-  [kOpSettled](watched: boolean, completed: boolean): void;
+  /**
+   * `completed`: UCX finished it (false when settled early: cancelled, or its endpoint failed);
+   * `status`: how it settled (UCS_OK, or the status of the error it rejected with).
+   */
+  [kOpSettled](watched: boolean, completed: boolean, status: number): void;
 }
 
 /** @internal A request of any result type, for bookkeeping. */
@@ -224,7 +268,9 @@ export class Request<T = void> implements PromiseLike<T> {
   }
 
   /**
-   * The operation as a native Promise (made on first use, then the same one). Awaiting it is cheaper than
+   * The operation as a native Promise (made on first use, then the same one; for a request that has
+   * already settled, about every 2 ms one that settles a macrotask later, so that a loop of awaits lets
+   * the event loop turn). Awaiting it is cheaper than
    * awaiting the Request itself: `await request` goes through the thenable protocol (two more Promises
    * and two more microtask hops), `await request.promise` takes one hop. Like any Promise,
    * a failed one that nobody handles is an unhandled rejection.
@@ -234,7 +280,7 @@ export class Request<T = void> implements PromiseLike<T> {
    * ```
    */
   get promise(): Promise<T> {
-    return this.#getPromise();
+    return this.#awaitable();
   }
 
   /**
@@ -249,7 +295,7 @@ export class Request<T = void> implements PromiseLike<T> {
     onfulfilled?: ((value: T) => R1 | PromiseLike<R1>) | null,
     onrejected?: ((reason: any) => R2 | PromiseLike<R2>) | null,
   ): Promise<R1 | R2> {
-    return this.#getPromise().then(onfulfilled, onrejected);
+    return this.#awaitable().then(onfulfilled, onrejected);
   }
 
   /**
@@ -261,7 +307,15 @@ export class Request<T = void> implements PromiseLike<T> {
    * ```
    */
   catch<R = never>(onrejected?: ((reason: any) => R | PromiseLike<R>) | null): Promise<T | R> {
-    return this.#getPromise().catch(onrejected);
+    return this.#awaitable().catch(onrejected);
+  }
+
+  /** The Promise an await gets: the request's own, or, now and then for a settled one, a macrotask later. */
+  #awaitable(): Promise<T> {
+    if (this.#status !== UCS_INPROGRESS && settledAwaitYields()) {
+      return new Promise<void>(nextMacrotask).then(() => this.#getPromise());
+    }
+    return this.#getPromise();
   }
 
   #getPromise(): Promise<T> {
@@ -322,6 +376,8 @@ export class Request<T = void> implements PromiseLike<T> {
       this.#resolve = this.#reject = undefined;
       resolve?.(this.#value as T);
       this.#notify(UCS_OK, length, undefined);
+    } else if (status === UCS_ERR_MESSAGE_TRUNCATED && this.#kind === ResultKind.TagInfo) {
+      this[kFail](errorFromStatus(status, truncation(this[kWhat], length, this.#keep)));
     } else {
       this[kFail](errorFromStatus(status, this[kWhat]));
     }
@@ -330,6 +386,9 @@ export class Request<T = void> implements PromiseLike<T> {
   /** @internal Fails with a given error (status taken from it when it is a UcxError, unless given). */
   [kFail](error: Error, status?: number): void {
     if (this.#status !== UCS_INPROGRESS) return;
+    // However the cancellation of an aborted request reaches here (UCX's completion, a detached or
+    // fallback settle), it says why.
+    if (error instanceof CanceledError && abortReasons.has(this)) error = abortError(this[kWhat], abortReasons.get(this));
     this.#status = status ?? (error as Partial<UcxError>).status ?? UCS_ERR_CANCELED;
     this.#error = error;
     this.#finish();
@@ -351,12 +410,16 @@ export class Request<T = void> implements PromiseLike<T> {
     this[kFail](new CanceledError(`${this[kWhat]}: ${reason}`));
   }
 
-  /** @internal Cancels this request when `signal` aborts (rejecting with CanceledError). */
+  /**
+   * @internal Cancels this request when `signal` aborts: it rejects with a CanceledError that names the
+   * signal's reason (see abortError).
+   */
   [kBindSignal](signal: AbortSignal | undefined): void {
     if (signal === undefined || this.completed) return;
     const onAbort = (): void => {
+      abortReasons.set(this, signal.reason);
       if (this[kUcxRequest] !== null || this[kCancelFallback] !== null) this.cancel();
-      else this[kAbandon]('aborted');
+      else this[kFail](abortError(this[kWhat], signal.reason));
     };
     signal.addEventListener('abort', onAbort, { once: true });
     this[kUnbind] = () => signal.removeEventListener('abort', onAbort);
@@ -373,7 +436,7 @@ export class Request<T = void> implements PromiseLike<T> {
     const owner = this[kOwner];
     if (owner !== null) {
       this[kOwner] = null;
-      owner[kOpSettled](this[kWatched], !this[kDetached]);
+      owner[kOpSettled](this[kWatched], !this[kDetached], this.#status);
     }
     if (!this[kDetached]) this.#release();
   }

@@ -14,6 +14,7 @@
  *
  * `worker.setAmHandler(0, ...)` replaces this handler (the plain-UCP form then owns id 0).
  */
+import { abortError } from './internal/abort-error.js';
 import { kHold, kLive, kMaxAmHeader } from './internal/symbols.js';
 import { UCS_ERR_IO_ERROR, UCS_ERR_NO_MEMORY, UCS_ERR_UNSUPPORTED } from './ffi/index.js';
 import { constants as bufferConstants } from 'node:buffer';
@@ -227,7 +228,7 @@ class UcxxAmState {
 
   amRecv(endpoint: Endpoint, signal: AbortSignal | undefined): Promise<UcxxAmMessage> {
     endpoint[kLive]('amRecv');
-    if (signal?.aborted === true) return Promise.reject(new CanceledError('amRecv: aborted'));
+    if (signal?.aborted === true) return Promise.reject(abortError('amRecv', signal.reason));
     const queue = this.#queue(endpoint);
     const ready = queue.ready.shift();
     if (ready !== undefined) return ready;
@@ -250,7 +251,7 @@ class UcxxAmState {
           const i = queue.waiters.indexOf(waiter);
           if (i >= 0) {
             queue.waiters.splice(i, 1);
-            waiter.reject(new CanceledError('amRecv: aborted'));
+            waiter.reject(abortError('amRecv', signal.reason));
           }
         };
         signal.addEventListener('abort', onAbort, { once: true });

@@ -22,7 +22,7 @@ import { RequestEngine } from './engine/request-engine.js';
 import { failedRequest, promiseOperation, requestOperation } from './engine/operations.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
-  kAbandon, kAborted, kBindSignal, kCloseWithin, kCreate, kDefer, kDetachable, kEndpointByHandle,
+  kAbandon, kAborted, kBindSignal, kCloseWithin, kFail, kCreate, kDefer, kDetachable, kEndpointByHandle, kEndpointRef,
   kEndpointClosed, kEndpointOpened, kForceCloseAtExit, kGroup, kHandle, kHold, kListenerClosed, kLive,
   kMaxAmHeader, kParkIfHeld, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kStreamStashed, kTagRecv,
   kTeardownAtExit, kUcxRequest, kUpdateBusy, kWorkerClosed,
@@ -32,11 +32,13 @@ import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
 import { resolveSockaddr } from './internal/sockaddr.js';
 import { validateWorkerAddress } from './internal/worker-address.js';
+import { abortError } from './internal/abort-error.js';
 import type { Context } from './context.js';
 import { Endpoint, type EndpointOptions, type ErrorHandlingMode } from './endpoint.js';
 import { isLocalIp, sharesHost } from './internal/peer-locality.js';
 import { featureMismatchHint } from './internal/hints.js';
 import { Listener, isOwnListenerPort, type ListenerOptions } from './listener.js';
+import { listeningOnPort } from './internal/port-sockets.js';
 import { installUcxxAm, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx-am.js';
 import type { AmReceiverCallbackInfo } from './internal/ucxx-am-header.js';
 import { tagMultiRecv, type TagMultiRecvOptions } from './tag-multi.js';
@@ -153,6 +155,10 @@ export class Worker {
   #holds = 0;
   /** Waiting `tagProbeWait` calls, checked after each progress pass. */
   readonly #probes = new ProbeWaits<TagProbeResult>((delta) => this[kHold](delta));
+  /** Open endpoints that keep the process alive (not unref'd). */
+  #refEndpoints = 0;
+  /** False after `unref()`: nothing of this worker keeps the process alive. */
+  #refed = true;
 
   /** @internal Use `context.createWorker()` (IllegalConstructorError otherwise). */
   constructor(token: typeof INTERNAL, context: Context, contextHandle: bigint, options: WorkerOptions, wakeup: boolean) {
@@ -227,6 +233,50 @@ export class Worker {
   /** True once `close()` has been called. */
   get closed(): boolean {
     return this.#closing !== undefined;
+  }
+
+  /**
+   * Lets this worker keep the process alive again after `unref()` (the default): as a socket does, it
+   * does so while it has an open endpoint or listener of its own that is not unref'd, an operation in
+   * flight or an `amMessages()` iteration waiting. Returns the worker.
+   *
+   * @example
+   * ```ts
+   * worker.unref();   // a background service: the process may exit while it is open
+   * worker.ref();     // back to the default
+   * ```
+   */
+  ref(): this {
+    this.#refed = true;
+    this[kUpdateBusy]();
+    return this;
+  }
+
+  /**
+   * Nothing of this worker keeps the process alive any more (its endpoints, listeners and operations
+   * still work while the process runs for other reasons), as `socket.unref()`. Returns the worker.
+   *
+   * @example
+   * ```ts
+   * const worker = context.createWorker().unref();
+   * ```
+   */
+  unref(): this {
+    this.#refed = false;
+    this[kUpdateBusy]();
+    return this;
+  }
+
+  /**
+   * Whether the worker may keep the process alive (false after `unref()`), as `timeout.hasRef()`.
+   *
+   * @example
+   * ```ts
+   * if (!worker.hasRef()) console.log('the process may exit while this worker is open');
+   * ```
+   */
+  hasRef(): boolean {
+    return this.#refed;
   }
 
   /**
@@ -380,7 +430,7 @@ export class Worker {
     const handle = this[kLive]('Worker');
     const t = toTag(tag, 'tag');
     const m = toTag(tagMask, 'tagMask');
-    if (signal?.aborted === true) return this[kAborted]('tagRecv');
+    if (signal?.aborted === true) return this[kAborted]('tagRecv', signal);
     const requests = this[kRequests];
     let data: unknown;
     let count: number;
@@ -612,6 +662,9 @@ export class Worker {
     // client-server connection to itself (failed flushes on close, a crash in its async thread when the
     // process exits while connecting), and it gains nothing from shared memory.
     const mode = resolveErrorMode(options.errorHandling, () => isLocalIp(ip) && !isOwnListenerPort(port));
+    // Whether a listener is there, for the message of a refusal that may be a server refusing this
+    // NONE-mode client (read now as well: a server that refuses may also exit at once).
+    const listenedBefore = mode === 'none' && (options.errorHandling ?? 'auto') === 'auto' && listeningOnPort(port) === true;
     const endpoint = Endpoint[kCreate](INTERNAL, this, handle, options, mode, (params) => {
       params
         .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_SOCK_ADDR | K.UCP_EP_PARAM_FIELD_FLAGS)
@@ -635,10 +688,12 @@ export class Worker {
       await endpoint.close();
       // UCX 1.13's TCP CM reports a refused connection as NOT_CONNECTED on the flush; say what it means.
       if (status === UCS_ERR_NOT_CONNECTED || status === UCS_ERR_REJECTED) {
-        const refused = new ConnectionRefusedError(`${host}:${port}`, status, { cause: err });
+        // UCX reports nobody listening and a server refusing a NONE-mode client alike; on this host
+        // /proc tells them apart, and only the second one gets the hint.
+        const listening = listenedBefore ? true : isLocalIp(ip) ? listeningOnPort(port) : null;
+        const refused = new ConnectionRefusedError(`${host}:${port}`, status, { cause: err, listening: listening === true });
         debug('connect to %s:%d refused (%s)', host, port, (err as Error).message);
-        // On this host in 'auto' the refusal may be a server that asks for PEER mode: say so.
-        refused.message += connectFailureHint(refused, mode, options.errorHandling, this.#context.features);
+        if (listening !== false) refused.message += connectFailureHint(refused, mode, options.errorHandling, this.#context.features);
         throw refused;
       }
       if (err instanceof Error) err.message += connectFailureHint(err, mode, options.errorHandling, this.#context.features);
@@ -822,8 +877,16 @@ export class Worker {
     const amWaiting = (this.#am?.waiting ?? false) || this.#holds > 0;
     const inflightNow = this[kRequests].inflightCount > 0;
     let listening = false; // a closed listener still draining (Listener#drain) keeps nothing awake
-    for (const listener of this.#listeners) listening ||= !listener.closed;
-    this.#engine.setBusy(inflightNow || listening || amWaiting, inflightNow);
+    for (const listener of this.#listeners) listening ||= !listener.closed && listener.hasRef();
+    // What keeps the process alive: the fd watch ref'd ('polling' spins on operations in flight only).
+    const keepAlive = this.#refed && (inflightNow || listening || amWaiting || this.#refEndpoints > 0);
+    this.#engine.setBusy(keepAlive, inflightNow);
+  }
+
+  /** @internal An open endpoint starts (+1) or stops (-1) keeping the process alive. */
+  [kEndpointRef](delta: 1 | -1): void {
+    this.#refEndpoints += delta;
+    if (this.#refEndpoints === 0 || (delta === 1 && this.#refEndpoints === 1)) this[kUpdateBusy]();
   }
 
   /** @internal Counts a wait that must keep the worker awake (+1 when it starts, -1 when it ends). */
@@ -959,9 +1022,9 @@ export class Worker {
   }
 
   /** @internal A request that failed before reaching UCX because its signal had already aborted. */
-  [kAborted]<T>(what: string): Request<T> {
+  [kAborted]<T>(what: string, signal?: AbortSignal): Request<T> {
     const request = new Request<T>(INTERNAL, null, ResultKind.Void, what, null);
-    request[kAbandon]('aborted');
+    request[kFail](abortError(what, signal?.reason));
     return request;
   }
 

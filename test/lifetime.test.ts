@@ -145,7 +145,7 @@ describe('progress from inside a callback', () => {
 });
 
 describe('process lifetime', () => {
-  test('forgotten objects: an idle process exits by itself, cleanly', () => {
+  test("forgotten objects: an idle process (its endpoint unref'd) exits by itself, cleanly", () => {
     const result = spawnSync(process.execPath, [path.join(PEERS, 'forgotten.js'), '{"mode":"natural"}'], {
       encoding: 'utf8', timeout: 30_000,
     });

@@ -141,7 +141,9 @@ describe('tag', () => {
   test('a too-small receive buffer is MessageTruncatedError, and the next message is intact', async () => {
     const small = worker.tagRecv(new Uint8Array(10), 5001n);
     await peer.call({ type: 'send-tag', size: 100, tag: '5001', seed: 3 }, 'sent');
-    await assert.rejects(Promise.resolve(small), MessageTruncatedError);
+    // The error names both sizes: UCX reports the message's length in the receive info.
+    await assert.rejects(Promise.resolve(small), (err: Error) => err instanceof MessageTruncatedError &&
+      /message \(100 bytes\) is longer than the 10-byte buffer/.test(err.message));
     const next = new Uint8Array(100);
     const receive = worker.tagRecv(next, 5001n);
     await peer.call({ type: 'send-tag', size: 100, tag: '5001', seed: 4 }, 'sent');
@@ -357,6 +359,30 @@ describe('cancellation and close', () => {
     await assert.rejects(Promise.resolve(streamReceive), CanceledError);
     const already = worker.tagRecv(new Uint8Array(8), 9002n, undefined, { signal: AbortSignal.abort() });
     await assert.rejects(Promise.resolve(already), CanceledError);
+  });
+
+  test("an aborted operation rejects with the signal's reason as cause, named in the message, still a CanceledError", async () => {
+    const timedOut = worker.tagRecv(new Uint8Array(8), 9004n, undefined, { signal: AbortSignal.timeout(20) });
+    await assert.rejects(Promise.resolve(timedOut), (err: Error & { code?: string }) => {
+      assert.ok(err instanceof CanceledError, String(err));
+      assert.equal(err.code, 'UCS_ERR_CANCELED');
+      assert.match(err.message, /^tagRecv: timed out/);
+      assert.equal((err.cause as Error).name, 'TimeoutError');
+      return true;
+    });
+    const reason = new Error('the user pressed stop');
+    const controller = new AbortController();
+    const stream = endpoint.streamRecv(new Uint8Array(8), { signal: controller.signal, waitAll: true });
+    const before = worker.tagRecv(new Uint8Array(8), 9005n, undefined, { signal: AbortSignal.abort(reason) });
+    controller.abort(reason);
+    for (const request of [stream, before]) {
+      await assert.rejects(Promise.resolve(request), (err: Error) => {
+        assert.ok(err instanceof CanceledError, String(err));
+        assert.match(err.message, /: aborted \(the user pressed stop\)/);
+        assert.equal(err.cause, reason);
+        return true;
+      });
+    }
   });
 
   test('closing an endpoint rejects its receives in flight', async () => {

@@ -93,3 +93,27 @@ export function socketsOnPort(port: number, ipv6: boolean): PortSockets | null {
   }
   return { accepted, backlog };
 }
+
+/**
+ * Whether any process of this network namespace has a TCP socket listening on local port `port`
+ * (IPv4 or IPv6); null where /proc cannot tell. For the message of a refused connect: nobody listening
+ * and a server refusing the connection look alike to UCX 1.13.
+ */
+export function listeningOnPort(port: number): boolean | null {
+  let found: boolean | null = null;
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let table: string;
+    try {
+      table = readFileSync(file, 'latin1');
+    } catch {
+      continue;
+    }
+    found ??= false;
+    for (const line of table.split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      if (fields.length < 4 || parseInt(fields[3] as string, 16) !== TCP_LISTEN) continue;
+      if (procAddress(fields[1] as string).port === port) return true;
+    }
+  }
+  return found;
+}

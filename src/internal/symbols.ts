@@ -12,12 +12,14 @@ export const kRequests: unique symbol = Symbol('ucxx-ts.requests');
 export const kLive: unique symbol = Symbol('ucxx-ts.live');
 /** `worker[kHandle]`: the ucp_worker_h while it exists (also during close), for teardown paths. */
 export const kHandle: unique symbol = Symbol('ucxx-ts.handle');
-/** `worker[kAborted](what)`: the Request of an operation whose signal had aborted before it was posted. */
+/** `worker[kAborted](what, signal)`: the Request of an operation whose signal had aborted before it was posted. */
 export const kAborted: unique symbol = Symbol('ucxx-ts.aborted');
 /** `worker[kDefer](fn)`: runs fn after the current progress call (never inside a UCX callback). */
 export const kDefer: unique symbol = Symbol('ucxx-ts.defer');
 /** `worker[kUpdateBusy]()`: the busy state (keeps the process alive, makes 'polling' spin) changed. */
 export const kUpdateBusy: unique symbol = Symbol('ucxx-ts.updateBusy');
+/** `worker[kEndpointRef](delta)`: an open endpoint starts (+1) or stops (-1) keeping the process alive. */
+export const kEndpointRef: unique symbol = Symbol('ucxx-ts.endpointRef');
 /** `worker[kHold](delta)`: a wait that is no UCX request but must keep the worker awake. */
 export const kHold: unique symbol = Symbol('ucxx-ts.hold');
 /** `worker[kProgressUntil](done, ms)`: progress until done() or the deadline, in every mode. */
@@ -88,7 +90,7 @@ export const kComplete: unique symbol = Symbol('ucxx-ts.complete');
 export const kFail: unique symbol = Symbol('ucxx-ts.fail');
 export const kAbandon: unique symbol = Symbol('ucxx-ts.abandon');
 export const kBindSignal: unique symbol = Symbol('ucxx-ts.bindSignal');
-/** `owner[kOpSettled](watched, completed)`: an operation of the endpoint settled. */
+/** `owner[kOpSettled](watched, completed, status)`: an operation of the endpoint settled. */
 export const kOpSettled: unique symbol = Symbol('ucxx-ts.opSettled');
 
 // AmMessage's and the AM dispatcher's, Context's, Endpoint's and RemoteKey's factories.

@@ -1,6 +1,7 @@
 /**
  * Test peer: creates every kind of UCX object, uses them, and forgets them (never closes anything).
- * With mode 'natural' the process must exit by itself (an idle worker keeps nothing alive); with
+ * With mode 'natural' the process must exit by itself (an idle worker with its one endpoint unref'd
+ * keeps nothing alive); with
  * 'exit' it calls process.exit() while a listener is open and a receive is in flight. Either way the
  * exit must be clean: no crash in UCX at exit.
  */
@@ -23,7 +24,9 @@ const worker = context.createWorker({ progressMode: args.progressMode ?? 'event'
 const region = context.createMemoryHandle(1 << 16);
 region.view().fill(5);
 const registered = context.createMemoryHandle(4096, new Uint8Array(4096));
-const endpoint = worker.connectToAddress(worker.getAddress());
+// An open endpoint keeps the process alive, as a socket does: this one is unref'd, so that 'natural'
+// ends with every object still open.
+const endpoint = worker.connectToAddress(worker.getAddress()).unref();
 await endpoint.flush();
 const key = createRemoteKeyFromSerialized(endpoint, region.createRemoteKey().serialize());
 await endpoint.memPut(new Uint8Array([1, 2, 3]), key, 0);

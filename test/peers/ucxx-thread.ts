@@ -5,7 +5,7 @@
  * - 'exchange': one participant of an all-to-all exchange (see test/helpers/thread-exchange.ts).
  * - 'traffic': connects to the parent's listener and runs tag ping-pong plus memPut/flush into the parent's
  *   region without end, then leaves as `workerData.ending` says: 'return' (stops the traffic and returns,
- *   every object forgotten), 'exit' (process.exit() with traffic in flight), 'throw' (an uncaught exception
+ *   every object forgotten, its endpoint unref'd), 'exit' (process.exit() with traffic in flight), 'throw' (an uncaught exception
  *   with traffic in flight), 'terminate' (waits for the parent's worker.terminate(), traffic in flight),
  *   'close' (closes its Context, then returns).
  * - 'handle': reports raw handles (bigints) of its objects, for the parent to try on its own ones.
@@ -88,7 +88,10 @@ if (data.role === 'exchange') {
     case 'return':
       stop = true;
       await traffic;
-      break; // everything forgotten: the thread ends when its loop empties
+      // Everything forgotten: the thread ends when its loop empties, once its open endpoint no longer
+      // keeps it alive (as an open socket would).
+      endpoint.unref();
+      break;
     case 'close':
       stop = true;
       await traffic;
