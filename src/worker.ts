@@ -42,7 +42,7 @@ import { listeningOnPort } from './internal/port-sockets.js';
 import { installUcxxAm, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx-am.js';
 import type { AmReceiverCallbackInfo } from './internal/ucxx-am-header.js';
 import { tagMultiRecv, type TagMultiRecvOptions } from './tag-multi.js';
-import { ProbeWaits } from './tag-probe.js';
+import { ProbeWaits } from './engine/probe-waits.js';
 import {
   connectUcxxPython, listenUcxxPython, type UcxxPythonConnectOptions, type UcxxPythonEndpoint, type UcxxPythonListener,
   type UcxxPythonListenerOptions,

@@ -3,8 +3,8 @@
  * worker, so it costs nothing while the worker sleeps and wakes with the worker when a message arrives.
  * UCP has no probe request to wait on (ucp_tag_probe_nb only looks), hence the check after progress.
  */
-import { UCS_ERR_CANCELED } from './ffi/index.js';
-import { errorFromStatus } from './errors.js';
+import { UCS_ERR_CANCELED } from '../ffi/index.js';
+import { errorFromStatus } from '../errors.js';
 
 interface Waiter<T> {
   readonly look: () => T | null;
