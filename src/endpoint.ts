@@ -5,7 +5,7 @@
  * When the peer fails (and UCX sees it: see ErrorHandlingMode) the endpoint emits 'error' (only if
  * somebody listens for it: the failure also reaches every pending operation, `failure` and the cause
  * of later ClosedErrors) and 'close', its in-flight requests reject with a UcxError such as
- * ConnectionResetError, and every later operation throws ClosedError. A peer that closes its side is
+ * ConnectionResetError, and every later operation fails with ClosedError. A peer that closes its side is
  * a close unless an operation of this endpoint fails with it: 'close' alone, with `closedByPeer`.
  *
  * ```ts
