@@ -218,12 +218,13 @@ describe('busyPollUs defaults', () => {
     const polling1000 = await passesAfterActivity(context, { progressMode: 'polling', busyPollUs: 1000 });
     t.diagnostic(`passes after activity: event ${eventDefault} (50: ${event50}, 1000: ${event1000}); ` +
       `polling ${pollingDefault} (50: ${polling50}, 1000: ${polling1000})`);
-    // A 1 ms grace runs hundreds of passes; 50 us a handful. Ratios, not absolute counts: a busy
-    // machine slows every pass alike.
-    assert.ok(event1000 > 10 * event50, `busyPollUs 1000 vs 50 is not measurable here: ${event1000} vs ${event50}`);
-    assert.ok(eventDefault * 10 < event1000, `'event' default polls like 1000 us: ${eventDefault} vs ${event1000}`);
+    // A 1 ms grace runs thousands of passes; 50 us a few hundred (the sleep's own wake-ups count too).
+    // Ratios, not absolute counts: a busy machine slows every pass alike, and takes the 1 ms grace down
+    // to 8x of the 50 us one (seen with a load average of 5 on 2 cores), from 11x on an idle one.
+    assert.ok(event1000 > 5 * event50, `busyPollUs 1000 vs 50 is not measurable here: ${event1000} vs ${event50}`);
+    assert.ok(eventDefault * 5 < event1000, `'event' default polls like 1000 us: ${eventDefault} vs ${event1000}`);
     assert.ok(eventDefault < 3 * event50 + 5, `'event' default polls longer than 50 us: ${eventDefault} vs ${event50}`);
-    assert.ok(pollingDefault > 10 * polling50, `'polling' default polls like 50 us: ${pollingDefault} vs ${polling50}`);
+    assert.ok(pollingDefault > 5 * polling50, `'polling' default polls like 50 us: ${pollingDefault} vs ${polling50}`);
     assert.ok(pollingDefault > polling1000 / 5 && pollingDefault < polling1000 * 5,
       `'polling' default is not ~1000 us: ${pollingDefault} vs ${polling1000}`);
   });
