@@ -60,7 +60,9 @@ const WRITE_WINDOW = 8 * 1024 * 1024;
  * `allowHalfOpen: false` (the default) it then ends its own writable side, so `pipeline(source, a)` on
  * one side and `pipeline(b, sink)` on the other both finish with the endpoint still open. The byte
  * counts are the Duplexes' own: stream bytes sent or read around them with `streamSend`/`streamRecv`
- * must match on both sides. A peer that is no ucxx-ts (plain UCP) gets one active message on id 65535
+ * before the Duplexes must match on both sides, and after `end()` nothing more may be sent on the
+ * endpoint's stream (as after a socket's FIN): the marker is not ordered with stream bytes, so the
+ * peer's Duplex may read later bytes as part of this stream. One end-of-stream per direction. A peer that is no ucxx-ts (plain UCP) gets one active message on id 65535
  * it has no handler for: UCX drops it with a warning, and its stream is not affected. A context
  * without the 'am' feature has no half-close: `end()` closes the endpoint (`closeOnFinish`). The
  * readable side also ends when the endpoint closes, from either side (a graceful close delivers every
@@ -106,7 +108,7 @@ export function createEndpointDuplex(endpoint: Endpoint, options: EndpointDuplex
     if (failure !== undefined) duplex.destroy(failure);
     else endReadable();
   };
-  /** Bytes the next chunk may take: never past the peer's end-of-stream. */
+  /** Bytes the next chunk may take: not past the peer's end-of-stream, once its marker came. */
   const room = (): number => Math.min(readSize, limit - read);
   const push = (chunk: Uint8Array): boolean => {
     read += chunk.byteLength;
@@ -134,13 +136,7 @@ export function createEndpointDuplex(endpoint: Endpoint, options: EndpointDuplex
         waiting = null;
         if (duplex.destroyed) return;
         if (chunk.byteLength === 0) return closed();
-        // Asked for before the peer's marker came, and more than it counts: the rest is not ours.
-        const over = chunk.byteLength - (limit - read);
-        if (over > 0) {
-          receiver.putBack(chunk.subarray(chunk.byteLength - over));
-          chunk = chunk.subarray(0, chunk.byteLength - over);
-        }
-        if (chunk.byteLength === 0 || push(chunk)) pull();
+        if (push(chunk)) pull();
         else if (read >= limit) endReadable();
       },
       (err: Error) => {
@@ -153,16 +149,14 @@ export function createEndpointDuplex(endpoint: Endpoint, options: EndpointDuplex
   const stopWatching = halfClose
     ? watchStreamEnd(endpoint, (total) => {
       limit = total;
-      if (readEnded || duplex.destroyed) return;
+      // Fewer bytes read: the chunk waited for (or the next read) gets there.
+      if (readEnded || duplex.destroyed || read < limit) return;
       const pending = waiting;
-      if (pending === null) {
-        if (read >= limit) endReadable();
-        return;
-      }
-      // The chunk asked for may be larger than what is left before the end: ask again.
+      // A chunk already served goes out first, then its callback ends the readable.
+      if (pending !== null && pending.completed) return;
       waiting = null;
-      pending.cancel();
-      pull();
+      pending?.cancel();
+      endReadable();
     })
     : () => undefined;
 

@@ -15,6 +15,8 @@ import type { Request } from '../request.js';
 import { kReservedAmId } from '../internal/symbols.js';
 
 const HEADER_BYTES = 8;
+/** Markers an endpoint keeps for Duplexes to come; a peer that sends more gets the extra dropped. */
+const KEPT_MAX = 16;
 
 interface EndState {
   /** Markers not yet taken by a Duplex: byte totals, oldest first. */
@@ -45,6 +47,7 @@ export function onStreamEndMessage(message: AmMessage): void {
   const view = new DataView(message.header.buffer, message.header.byteOffset, HEADER_BYTES);
   const total = Number(view.getBigUint64(0, true));
   const state = stateOf(endpoint);
+  if (state.totals.length >= KEPT_MAX) return;
   state.totals.push(total);
   // Handed over after progress returns: the Duplex may post receives and push.
   queueMicrotask(() => deliver(state));

@@ -130,13 +130,6 @@ export class StreamReceiver {
     return this.#takeView(max);
   }
 
-  /** Returns bytes a chunk took beyond what its taker wanted: they are the stream's next bytes again. */
-  putBack(bytes: Uint8Array): void {
-    if (bytes.byteLength === 0) return;
-    this.#unshift(bytes);
-    this.#serveFromStash();
-  }
-
   /** After the endpoint closed: a receive served from the stash alone, or null when there is nothing. */
   recvClosed(bytes: Uint8Array): Request<number> | null {
     if (this.#stashed === 0 || this.#entries.length > 0) return null;
