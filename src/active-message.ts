@@ -331,7 +331,7 @@ export class AmDispatcher {
   }
 
   setHandler(id: number, handler: AmHandler | null): void {
-    checkId(id);
+    checkAmId(id);
     if (handler !== null && typeof handler !== 'function') throw new InvalidArgumentError('the AM handler must be a function');
     this.#endQueue(id);
     if (handler === null) {
@@ -401,7 +401,7 @@ export class AmDispatcher {
   }
 
   iterate(id: number, signal: AbortSignal | undefined): AsyncIterableIterator<AmMessage> {
-    checkId(id);
+    checkAmId(id);
     this.#endQueue(id);
     const queue: Queue = { messages: [], waiters: [] };
     this.#queues.set(id, queue);
@@ -577,8 +577,6 @@ export function checkAmId(id: number, reserved = false): void {
     );
   }
 }
-
-const checkId = (id: number): void => checkAmId(id);
 
 function warn(id: number, err: unknown): void {
   process.emitWarning(`ucxx-ts: the handler of active message id ${id} failed: ${String(err)}`, {
