@@ -34,6 +34,7 @@ import {
   kReply, kRequests, kUpdateBusy,
 } from './internal/symbols.js';
 import type { Endpoint } from './endpoint.js';
+import { onStreamEndMessage } from './endpoint/stream-end.js';
 import type { Worker } from './worker.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken,
@@ -45,15 +46,27 @@ const RECV_PARAM = layouts.ucp_am_recv_param_t;
 const ATTR_REPLY_EP = Number(K.UCP_AM_RECV_ATTR_FIELD_REPLY_EP);
 const ATTR_RNDV = Number(K.UCP_AM_RECV_ATTR_FLAG_RNDV);
 /**
- * UCP carries AM ids in 16 bits.
+ * UCP carries AM ids in 16 bits. The highest, `AM_ID_STREAM_END`, is ucxx-ts's own: ids 0 to
+ * AM_ID_MAX - 1 are the program's.
  *
  * @example
  * ```ts
- * if (!Number.isInteger(id) || id < 0 || id > AM_ID_MAX) throw new RangeError(`no such AM id: ${id}`);
+ * if (!Number.isInteger(id) || id < 0 || id >= AM_ID_MAX) throw new RangeError(`not an AM id of ours: ${id}`);
  * worker.setAmHandler(id, handler);
  * ```
  */
 export const AM_ID_MAX = 0xffff;
+/**
+ * The AM id ucxx-ts reserves for the Duplex's end-of-stream marker (see `createEndpointDuplex`):
+ * `setAmHandler`, `amMessages` and `amSend` refuse it (ArgumentOutOfRangeError). A worker whose
+ * context has the 'am' feature handles it from its creation, so a marker that arrives first is kept.
+ *
+ * @example
+ * ```ts
+ * worker.setAmHandler(AM_ID_STREAM_END, handler); // throws ArgumentOutOfRangeError: the id is reserved
+ * ```
+ */
+export const AM_ID_STREAM_END = AM_ID_MAX;
 /** Zero bytes, shared (nothing can be written into it). */
 const EMPTY = new Uint8Array(0);
 
@@ -310,11 +323,15 @@ export class AmDispatcher {
     this.#worker = worker;
     this.#workerHandle = workerHandle;
     this.#slot = dispatchers.add(this);
-    if (holdIds) for (let id = 0; id < AM_IDS_HELD; id++) this.#register(id, true);
+    if (holdIds) {
+      for (let id = 0; id < AM_IDS_HELD; id++) this.#register(id, true);
+      this.#handlers.set(AM_ID_STREAM_END, onStreamEndMessage);
+      this.#register(AM_ID_STREAM_END, true);
+    }
   }
 
   setHandler(id: number, handler: AmHandler | null): void {
-    checkId(id);
+    checkAmId(id);
     if (handler !== null && typeof handler !== 'function') throw new InvalidArgumentError('the AM handler must be a function');
     this.#endQueue(id);
     if (handler === null) {
@@ -384,7 +401,7 @@ export class AmDispatcher {
   }
 
   iterate(id: number, signal: AbortSignal | undefined): AsyncIterableIterator<AmMessage> {
-    checkId(id);
+    checkAmId(id);
     this.#endQueue(id);
     const queue: Queue = { messages: [], waiters: [] };
     this.#queues.set(id, queue);
@@ -547,9 +564,17 @@ export class AmDispatcher {
   }
 }
 
-function checkId(id: number): void {
+/**
+ * @internal Refuses an id that is no AM id, or the reserved one (unless `reserved`: ucxx-ts's own send).
+ */
+export function checkAmId(id: number, reserved = false): void {
   if (!Number.isInteger(id) || id < 0 || id > AM_ID_MAX) {
-    throw new ArgumentOutOfRangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${show(id)}`);
+    throw new ArgumentOutOfRangeError(`AM id must be an integer in [0, ${AM_ID_MAX - 1}], got ${show(id)}`);
+  }
+  if (id === AM_ID_STREAM_END && !reserved) {
+    throw new ArgumentOutOfRangeError(
+      `AM id ${id} (AM_ID_STREAM_END) is reserved by ucxx-ts for the Duplex's end-of-stream marker; ids 0-${AM_ID_MAX - 1} are yours`,
+    );
   }
 }
 

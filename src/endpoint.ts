@@ -43,7 +43,8 @@ import {
 } from './endpoint/atomics.js';
 import { featureMismatchHint } from './internal/hints.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
-import { AM_ID_MAX } from './active-message.js';
+import { checkAmId } from './active-message.js';
+import { kReservedAmId } from './internal/symbols.js';
 import type { ReceiveOptions } from './worker.js';
 import { RemoteKey } from './remote-key.js';
 import type { Worker } from './worker.js';
@@ -740,9 +741,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const header = (second ?? null) as BufferSource | null;
     options = optionsObject(options, 'amSend options');
     const ep = this[kLive]('amSend');
-    if (!Number.isInteger(id) || id < 0 || id > AM_ID_MAX) {
-      throw new ArgumentOutOfRangeError(`AM id must be an integer in [0, ${AM_ID_MAX}], got ${show(id)}`);
-    }
+    checkAmId(id, (options as { [kReservedAmId]?: boolean })[kReservedAmId] === true);
     const headerLength = header === null ? 0 : byteLengthOf(header, 'amSend header');
     if (headerLength > 0 && headerLength > this.#worker[kMaxAmHeader]()) {
       throw new ArgumentOutOfRangeError(

@@ -10,7 +10,7 @@ export {
   type AtomicOptions, type OperationOptions,
 } from './endpoint.js';
 export type { EndpointTransport, LaneUsage } from './internal/endpoint-info.js';
-export { AmMessage, AM_ID_MAX, AM_IDS_HELD, type AmHandler } from './active-message.js';
+export { AmMessage, AM_ID_MAX, AM_ID_STREAM_END, AM_IDS_HELD, type AmHandler } from './active-message.js';
 export { UcxxAmMessage, UCXX_AM_ID, type UcxxAmSendOptions, type AmReceiverCallback } from './ucxx-am.js';
 export { type TagMultiRecvOptions } from './tag-multi.js';
 export {

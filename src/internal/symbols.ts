@@ -107,3 +107,5 @@ export const kFromMemoryHandle: unique symbol = Symbol('ucxx-ts.fromMemoryHandle
 export const kFromSerialized: unique symbol = Symbol('ucxx-ts.fromSerialized');
 /** `worker[kParkIfHeld](destroy)`: keeps a failed endpoint's ucp_ep while UCX may hold its rendezvous messages. */
 export const kParkIfHeld: unique symbol = Symbol('ucxx-ts.parkIfHeld');
+/** `{ [kReservedAmId]: true }` in amSend's options: ucxx-ts's own send on the reserved AM id (the Duplex's end marker). */
+export const kReservedAmId: unique symbol = Symbol('ucxx-ts.reservedAmId');
