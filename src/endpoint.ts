@@ -32,10 +32,11 @@ import type { ParamBlock } from './engine/param-blocks.js';
 import {
   kAbandon, kAborted, kBindSignal, kCreate, kDefer, kDetachable, kEndpointClosed, kEndpointOpened,
   kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMaxAmHeader, kParkIfHeld,
-  kOnPeerError, kOnSettle, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
+  kConnecting, kOnPeerError, kOnSettle, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
   kStreamStashed, kTagRecv, kUnpack, kWatched, kWireupFlush,
 } from './internal/symbols.js';
 import { StreamReceiver } from './endpoint/stream-receiver.js';
+import { shutDownConnectSocket } from './endpoint/connect-abort.js';
 import {
   ATOMIC_LABEL, ATOMIC_OPS, fetchBitwiseByCompareAndSwap, isFetchBitwiseBroken, postAtomic, toWord,
 } from './endpoint/atomics.js';
@@ -152,6 +153,8 @@ type State = 'open' | 'failed' | 'closing' | 'closed';
 
 /** How long a graceful close of a failed endpoint is progressed before it is left to UCX (ms). */
 const FAILED_CLOSE_WAIT_MS = 100;
+/** How long a close progresses for UCX to fail a never-answered connect whose socket it shut down (ms). */
+const CONNECT_ABORT_WAIT_MS = 1000;
 
 
 /** The events of an Endpoint. */
@@ -209,6 +212,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   #seen = -1;
   #stallSince = 0;
   #watchdog: NodeJS.Timeout | null = null;
+  /** The connect's wireup flush while the server has not answered it (worker.connect). */
+  #connecting: AnyRequest | null = null;
 
   /** @internal (IllegalConstructorError from outside: use worker.connect(), connectToAddress() or a Listener) */
   static [kCreate](
@@ -861,6 +866,24 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     return request;
   }
 
+  /** @internal worker.connect's wireup flush while it waits; null once it settled. */
+  [kConnecting](flush: AnyRequest | null): void {
+    this.#connecting = flush;
+  }
+
+  /**
+   * A connect the server never answered leaves UCX operations queued that UCX 1.13 neither fails nor
+   * lets a NONE-mode endpoint force out, and destroying it with them aborts the process: end the
+   * connection as a gone server would (src/endpoint/connect-abort.ts). Returns the flush to wait for.
+   */
+  #abortUnansweredConnect(handle: bigint): AnyRequest | null {
+    const connecting = this.#connecting;
+    if (connecting === null || connecting.completed || this.#peerMode === true) return null;
+    if (!shutDownConnectSocket(handle)) return null;
+    debug('endpoint #%d to %s: the connect was never answered; its connection is shut down', this.#id, this.#peer);
+    return connecting;
+  }
+
   /** The listener's wireup flush while UCX holds it: settled when the endpoint fails, before 'close'. */
   #wireup: Request<void> | null = null;
 
@@ -999,6 +1022,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (handle !== null && workerHandle !== null) {
       // Let cancellations and the flush inside a graceful close run.
       await this.#worker[kProgressUntil](() => this.#receives.size === 0, 1000);
+      const connecting = this.#abortUnansweredConnect(handle);
+      if (connecting !== null) await this.#worker[kProgressUntil](() => connecting.completed, CONNECT_ABORT_WAIT_MS);
       // One ucp_ep_close_nbx per endpoint: a second one on an endpoint whose first close is still
       // flushing makes UCX 1.13 abort later (ucp_ep.c:437). So a close that would wait on operations in
       // flight (a send nobody receives, RMA to a stopped peer) is forced from the start where UCX allows
@@ -1070,6 +1095,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#state = 'closed';
     this.#handle = null;
     endpoints.delete(this.#id);
+    this.#abortUnansweredConnect(handle); // the worker's teardown progresses while UCX fails it
     const { request } = this.#postClose(handle, true);
     return request.completed ? null : request;
   }

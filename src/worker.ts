@@ -15,14 +15,14 @@ import {
   UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucx,
   type Ptr,
 } from './ffi/index.js';
-import { ClosedError, ConnectionRefusedError, check, errorFromStatus } from './errors.js';
+import { CanceledError, ClosedError, ConnectionRefusedError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
 import { ProgressEngine, type ProgressMode } from './engine/progress-engine.js';
 import { RequestEngine } from './engine/request-engine.js';
 import { failedRequest, promiseOperation, requestOperation } from './engine/operations.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
-  kAbandon, kAborted, kBindSignal, kCloseWithin, kCreate, kDefer, kDetachable, kEndpointByHandle,
+  kAbandon, kAborted, kBindSignal, kConnecting, kCloseWithin, kCreate, kDefer, kDetachable, kEndpointByHandle,
   kEndpointClosed, kEndpointOpened, kForceCloseAtExit, kGroup, kHandle, kHold, kListenerClosed, kLive,
   kMaxAmHeader, kParkIfHeld, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kStreamStashed, kTagRecv,
   kTeardownAtExit, kUcxRequest, kUpdateBusy, kWorkerClosed,
@@ -579,7 +579,9 @@ export class Worker {
     // here, where UCX would drop them with the endpoint before the application asks for them.
     if (this.#context.features.includes('stream')) endpoint[kReadStreamAhead]();
     try {
-      await endpoint.flush();
+      const wireup = endpoint.flush();
+      endpoint[kConnecting](wireup);
+      await wireup.promise.finally(() => endpoint[kConnecting](null));
     } catch (err) {
       const status = (err as { status?: number }).status;
       // The server accepted, sent and went away before the flush came back: the connection was made, so
@@ -589,6 +591,10 @@ export class Worker {
         return endpoint;
       }
       await endpoint.close();
+      // Closing the worker (or the context, or the process exiting) ended a connect still waiting.
+      if (this.#closing !== undefined) {
+        throw new CanceledError(`connect to ${host}:${port}: the worker was closed before the server answered`, { cause: err });
+      }
       // UCX 1.13's TCP CM reports a refused connection as NOT_CONNECTED on the flush; say what it means.
       if (status === UCS_ERR_NOT_CONNECTED || status === UCS_ERR_REJECTED) {
         const refused = new ConnectionRefusedError(`${host}:${port}`, status, { cause: err });

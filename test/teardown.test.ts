@@ -112,3 +112,40 @@ test('a server whose clients send and leave, one after another, keeps serving an
     if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGKILL');
   }
 });
+
+/**
+ * A connect the server never answers (its event loop blocked: SIGSTOP here), given up by the client's
+ * own timer: the client's context.close() or process.exit() aborted it in every run before the fix
+ * (`ucp_ep.c:1185 Bug: pending request ... should have been flushed`, exit 134;
+ * docs/ucx-1.13-bugs/connect_never_answered.c).
+ */
+for (const leave of ['close', 'exit'] as const) {
+  test(`a client that gives up on an unanswered connect leaves cleanly: ${leave === 'close' ? 'await context.close()' : 'process.exit()'} (${RUNS} runs)`, { timeout: 120_000 }, async () => {
+    const server = Peer.start('teardown-server', { mode: 'tag' });
+    try {
+      const { port } = await server.next('ready');
+      server.child.kill('SIGSTOP');
+      for (let run = 0; run < RUNS; run++) {
+        const client = Peer.start('connect-unanswered', { port, timeoutMs: 300, leave });
+        const { first } = await client.next('timed-out', 20_000);
+        assert.equal(first, 'timeout', 'the stopped server never answers the connect');
+        if (leave === 'close') {
+          const closed = await client.next('closed', 30_000);
+          assert.deepEqual({ settled: closed['settled'], ok: closed['ok'], name: closed['name'], code: closed['code'] },
+            { settled: true, ok: false, name: 'CanceledError', code: 'UCS_ERR_CANCELED' },
+            'the abandoned connect rejects as cancelled by the close, not as a refusal');
+        }
+        const { code, signal } = await client.exited;
+        assert.deepEqual({ code, signal }, { code: 0, signal: null }, `the client must leave cleanly; stderr:\n${client.stderr}`);
+      }
+      server.child.kill('SIGCONT');
+      await server.call({ type: 'close' }, 'closed', 30_000);
+      assert.deepEqual(await server.exited, { code: 0, signal: null }, server.stderr);
+    } finally {
+      if (server.child.exitCode === null && server.child.signalCode === null) {
+        server.child.kill('SIGCONT');
+        server.child.kill('SIGKILL');
+      }
+    }
+  });
+}

@@ -93,3 +93,35 @@ export function socketsOnPort(port: number, ipv6: boolean): PortSockets | null {
   }
   return { accepted, backlog };
 }
+
+/**
+ * The file descriptor of this process's TCP connection from `local` to `remote` (keys as `peerKey`
+ * spells them), or null where none is found or /proc cannot tell (not Linux).
+ */
+export function connectionFd(local: string, remote: string): number | null {
+  const inodes = new Set<string>();
+  try {
+    for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+      for (const line of readFileSync(file, 'latin1').split('\n').slice(1)) {
+        const fields = line.trim().split(/\s+/);
+        if (fields.length < 10) continue;
+        const l = procAddress(fields[1] as string);
+        const r = procAddress(fields[2] as string);
+        if (key(l.address, l.port) === local && key(r.address, r.port) === remote) inodes.add(fields[9] as string);
+      }
+    }
+    for (const fd of readdirSync('/proc/self/fd')) {
+      let target: string;
+      try {
+        target = readlinkSync(`/proc/self/fd/${fd}`);
+      } catch {
+        continue;
+      }
+      const match = /^socket:\[(\d+)\]$/.exec(target);
+      if (match?.[1] !== undefined && inodes.has(match[1])) return Number(fd);
+    }
+  } catch {
+    return null;
+  }
+  return null;
+}

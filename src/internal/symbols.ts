@@ -50,6 +50,8 @@ export const kReadStreamAhead: unique symbol = Symbol('ucxx-ts.readStreamAhead')
 /** Worker: an endpoint's stream receiver stashed bytes (streamReadyEndpoints reports it). */
 export const kStreamStashed: unique symbol = Symbol('ucxx-ts.streamStashed');
 export const kWireupFlush: unique symbol = Symbol('ucxx-ts.wireupFlush');
+/** `endpoint[kConnecting](flush)`: a connect's wireup flush while it waits (null once it settled). */
+export const kConnecting: unique symbol = Symbol('ucxx-ts.connecting');
 export const kForceCloseAtExit: unique symbol = Symbol('ucxx-ts.forceCloseAtExit');
 export const kCloseWithin: unique symbol = Symbol('ucxx-ts.closeWithin');
 export const kOnConnRequest: unique symbol = Symbol('ucxx-ts.onConnRequest');
