@@ -19,7 +19,7 @@ import { debug } from './internal/debug-log.js';
 import { EventEmitter } from 'node:events';
 import {
   CONSTANTS, OutCell, StructBuffer, UCS_ERR_CANCELED, UCS_ERR_CONNECTION_RESET, UCS_ERR_INVALID_PARAM, UCS_ERR_UNREACHABLE,
-  captureStream, layouts, registerCallback, statusOfPtr, ucx, withUcxLogsQuiet,
+  captureStream, layouts, registerCallback, statusOfPtr, ucx, withUcxLogsQuiet, type Ptr,
 } from './ffi/index.js';
 import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
@@ -32,11 +32,12 @@ import type { ParamBlock } from './engine/param-blocks.js';
 import {
   kAbandon, kAborted, kBindSignal, kCreate, kDefer, kDetachable, kEndpointClosed, kEndpointOpened,
   kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMaxAmHeader, kParkIfHeld,
-  kConnecting, kOnPeerError, kOnSettle, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
+  kConnecting, kOnPeerError, kOnSettle, kUcxDone, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
   kStreamStashed, kTagRecv, kUnpack, kWatched, kWireupFlush,
 } from './internal/symbols.js';
 import { StreamReceiver } from './endpoint/stream-receiver.js';
 import { shutDownConnectSocket } from './endpoint/connect-abort.js';
+import { COPY_MIN, COPY_THREAD_SENDS, copyForSend } from './internal/thread-send-copy.js';
 import {
   ATOMIC_LABEL, ATOMIC_OPS, fetchBitwiseByCompareAndSwap, isFetchBitwiseBroken, postAtomic, toWord,
 } from './endpoint/atomics.js';
@@ -481,21 +482,28 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const requests = worker[kRequests];
     let data: unknown = buffer;
     let count: number;
+    let bytes: number;
     let block: ParamBlock;
     if (Array.isArray(buffer)) {
       const iov = buildIov(buffer, sync ? 'tagSendSync buffers' : 'tagSend buffers');
       data = iov.array;
       count = iov.count;
+      bytes = iov.bytes;
       block = requests.params.sendIov;
       buffer = iov.parts;
     } else {
       // Constant strings: a template literal here would build a string per send.
-      count = byteLengthOf(buffer, sync ? 'tagSendSync buffer' : 'tagSend buffer');
+      count = bytes = byteLengthOf(buffer, sync ? 'tagSendSync buffer' : 'tagSend buffer');
       block = requests.params.send;
     }
     const signal = options?.signal;
     if (signal?.aborted === true) return worker[kAborted](what);
     const fn = sync ? ucx().ucp_tag_send_sync_nbx : ucx().ucp_tag_send_nbx;
+    if (COPY_THREAD_SENDS && bytes >= COPY_MIN) {
+      const parts = Array.isArray(buffer) ? buffer as Uint8Array[] : [asBytes(buffer, what)];
+      const contig = requests.params.send;
+      return this.#sendFromCopy(parts, bytes, contig, (address) => fn(ep, address, bytes, t, contig.address), what, null, signal);
+    }
     const keep = data === buffer ? buffer : [buffer, data];
     const request = requests.void(requests.slot(block), fn(ep, data as Buffer, count, t, block.address), what, keep);
     return request.completed ? request : this.#inFlight(request, false, signal);
@@ -693,9 +701,32 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const requests = worker[kRequests];
     const block = requests.params.amSend;
     block.setFlags(flags);
+    if (COPY_THREAD_SENDS && data !== null && (count >= COPY_MIN || (flags & Number(K.UCP_AM_SEND_FLAG_RNDV)) !== 0)) {
+      return this.#sendFromCopy([asBytes(data, 'amSend data')], count, block,
+        (address) => ucx().ucp_am_send_nbx(ep, id, header, headerLength, address, count, block.address), 'amSend', header, signal);
+    }
     const keep = header === null ? data : [header, data];
     const request = requests.void(requests.slot(block), ucx().ucp_am_send_nbx(ep, id, header, headerLength, data, count, block.address), 'amSend', keep);
     return request.completed ? request : this.#inFlight(request, false, signal);
+  }
+
+  /**
+   * A send of a `worker_threads` thread, posted from a copy that outlives the thread and that UCX's
+   * completion frees (src/internal/thread-send-copy.ts).
+   */
+  #sendFromCopy(
+    parts: readonly Uint8Array[], bytes: number, block: ParamBlock, post: (address: bigint) => Ptr, what: string,
+    keep: unknown, signal: AbortSignal | undefined,
+  ): Request<void> {
+    const requests = this.#worker[kRequests];
+    const copy = copyForSend(parts, bytes);
+    const request = requests.void(requests.slot(block), post(copy.address), what, keep);
+    if (request.completed) {
+      copy.free(); // UCX holds nothing: done at once, or failed, or completed inside the call
+      return request;
+    }
+    request[kUcxDone] = copy.free;
+    return this.#inFlight(request, false, signal);
   }
 
   /**

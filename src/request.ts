@@ -17,7 +17,7 @@ import { UCS_ERR_CANCELED, UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
 import { CanceledError, errorFromStatus, type UcxError } from './errors.js';
 import { INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 import {
-  kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kGroup, kHost, kLate, kOnSettle, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,
+  kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kGroup, kHost, kLate, kOnSettle, kUcxDone, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,
 } from './internal/symbols.js';
 
 let capturedResolve: ((value: never) => void) | undefined;
@@ -112,6 +112,8 @@ export class Request<T = void> implements PromiseLike<T> {
   [kCancelFallback]: (() => void) | null = null;
   /** @internal Called with UCX's completion of a request that was already settled as cancelled. */
   [kLate]: ((status: number, length: number) => void) | null = null;
+  /** @internal Runs once UCX has completed this request (a thread's send copy is freed by it). */
+  [kUcxDone]: (() => void) | null = null;
   /**
    * @internal Called synchronously when the request settles (status, reported length, error). Internal
    * chains use it instead of a Promise continuation, so that they also advance inside
@@ -281,6 +283,11 @@ export class Request<T = void> implements PromiseLike<T> {
 
   /** @internal Completes with a UCS status and the raw completion data. */
   [kComplete](status: number, length: number, tag: bigint): void {
+    if (this[kUcxDone] !== null) {
+      const done = this[kUcxDone];
+      this[kUcxDone] = null;
+      done();
+    }
     if (this.#status !== UCS_INPROGRESS) {
       if (this[kDetached]) {
         // UCX is done with a request settled earlier: release what it held.

@@ -11,7 +11,12 @@
  */
 import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import * as path from 'node:path';
 import { Peer } from './helpers/peer.js';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
 
 interface Outcome {
   ok: boolean;
@@ -147,5 +152,31 @@ for (const leave of ['close', 'exit'] as const) {
         server.child.kill('SIGKILL');
       }
     }
+  });
+}
+
+/**
+ * A `worker_threads` thread terminated with rendezvous sends in flight: its heap is freed while the
+ * receiver (here the main thread of the same process) still pulls the data from the sender's memory.
+ * Before the fix the receives succeeded with bytes that were never sent in every run (1-8 of 8
+ * messages a run; glibc's free-list pointers in the first 16 bytes), and the two-part tag send hung.
+ */
+for (const [mode, runs] of [['tag', 4], ['am', 4], ['iov', 2]] as const) {
+  const how = { tag: 'tag sends', am: 'active messages a handler keeps', iov: 'two-part tag sends' }[mode];
+  test(`receives from a terminated thread never succeed with bytes that were not sent: 8 x 64 KiB ${how} (${runs} runs)`, { timeout: 120_000 }, () => {
+    const result = spawnSync(process.execPath, [path.join(HERE, 'peers', 'thread-terminated-sends.js'), JSON.stringify({ runs, mode })], {
+      encoding: 'utf8', timeout: 100_000,
+    });
+    const output = `${result.stdout}\n${result.stderr}`;
+    assert.deepEqual({ status: result.status, signal: result.signal }, { status: 0, signal: null }, output);
+    const lines = result.stdout.split('\n').filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as { ok: number; wrong: number; failed: number; codes: string[] });
+    assert.equal(lines.length, runs, output);
+    for (const line of lines) {
+      assert.equal(line.wrong, 0, `a receive reported success with other bytes: ${output}`);
+      for (const code of line.codes) assert.ok(GONE_CODES.has(code), `a failed receive fails typed: ${output}`);
+    }
+    // The copies outlive the thread, so the gone thread's messages arrive whole.
+    assert.ok(lines.some((line) => line.ok > 0), output);
   });
 }

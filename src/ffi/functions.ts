@@ -101,6 +101,7 @@ export interface UcxFunctions {
   open_memstream(bufferOut: Buffer, sizeOut: Buffer): Ptr;
   fclose(stream: Ptr): number;
   free(pointer: Ptr): void;
+  malloc(size: number): Ptr;
   shutdown(fd: number, how: number): number;
   /** Copies between addresses (a JS buffer's from `addressOf`): cheaper than a koffi view plus a copy. */
   memcpy(destination: Address, source: Address, length: number): void;
@@ -200,6 +201,7 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'int shmdt(void *shmaddr)',
     'int fclose(void *stream)',
     'void free(void *ptr)',
+    'void *malloc(size_t size)',
     'int shutdown(int fd, int how)',
     // Declared returning void: the returned pointer would cost a BigInt per call.
     // Addresses as numbers: koffi unwraps a TypedArray argument through several V8 calls.

@@ -75,6 +75,8 @@ export const kGroup: unique symbol = Symbol('ucxx-ts.group');
 export const kReply: unique symbol = Symbol('ucxx-ts.reply');
 export const kCancelFallback: unique symbol = Symbol('ucxx-ts.cancelFallback');
 export const kLate: unique symbol = Symbol('ucxx-ts.late');
+/** `request[kUcxDone]`: runs once UCX has completed the request (its callback), whatever its status. */
+export const kUcxDone: unique symbol = Symbol('ucxx-ts.ucxDone');
 export const kOnSettle: unique symbol = Symbol('ucxx-ts.onSettle');
 export const kUnbind: unique symbol = Symbol('ucxx-ts.unbind');
 export const kWhat: unique symbol = Symbol('ucxx-ts.what');
