@@ -32,7 +32,7 @@ import type { ParamBlock } from './engine/param-blocks.js';
 import {
   kAbandon, kAborted, kBindSignal, kCreate, kDefer, kDetachable, kEndpointClosed, kEndpointOpened,
   kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMaxAmHeader, kParkIfHeld,
-  kConnecting, kOnPeerError, kOnSettle, kUcxDone, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
+  kConnecting, kDetached, kOnPeerError, kOnSettle, kUcxDone, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
   kStreamStashed, kTagRecv, kUnpack, kWatched, kWireupFlush,
 } from './internal/symbols.js';
 import { StreamReceiver } from './endpoint/stream-receiver.js';
@@ -156,6 +156,8 @@ type State = 'open' | 'failed' | 'closing' | 'closed';
 const FAILED_CLOSE_WAIT_MS = 100;
 /** How long a close progresses for UCX to fail a never-answered connect whose socket it shut down (ms). */
 const CONNECT_ABORT_WAIT_MS = 1000;
+/** How long after a failed endpoint's close its operations UCX still holds are let go of (ms). */
+const ORPHAN_AFTER_MS = 2000;
 
 
 /** The events of an Endpoint. */
@@ -1004,6 +1006,18 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#failed();
   }
 
+  /** Operations of this endpoint rejected while UCX still held them. */
+  #detachedSends: AnyRequest[] = [];
+
+  /** Rejects every operation of this endpoint still in flight with `error` (UCX may keep holding them). */
+  #failOwned(error: UcxError): void {
+    for (const request of inflight.values()) {
+      if (request[kOwner] !== this) continue;
+      request[kFailDetached](error);
+      if (request[kDetached]) this.#detachedSends.push(request);
+    }
+  }
+
   /** After a failure: everything of this endpoint still in flight rejects with it, then 'error' and close. */
   #failed(): void {
     const failure = this.#failure as UcxError;
@@ -1014,9 +1028,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       void this.close();
       return;
     }
-    for (const request of inflight.values()) {
-      if (request[kOwner] === this) request[kFailDetached](failure);
-    }
+    this.#failOwned(failure);
     if (this.listenerCount('error') > 0) this.emit('error', failure);
     void this.close();
   }
@@ -1066,10 +1078,15 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       if (!parked) await this.#closeWith(handle, (failed || busy) && this.#peerMode !== false);
     }
     // What UCX did not complete by now settles here; its buffers stay referenced until UCX lets go.
-    const closed = new CanceledError(`the endpoint to ${this.#peer} was closed`);
-    for (const request of inflight.values()) {
-      if (request[kOwner] === this) request[kFailDetached](closed);
+    this.#failOwned(new CanceledError(`the endpoint to ${this.#peer} was closed`));
+    // In NONE mode UCX 1.13 never completes a send whose peer is gone (it waits for an answer that
+    // cannot come): let go of them once the close had time to purge what UCX does purge.
+    if (failed && this.#peerMode !== true && this.#detachedSends.length > 0) {
+      const orphans = this.#detachedSends;
+      const requests = this.#worker[kRequests];
+      setTimeout(() => requests.orphan(orphans), ORPHAN_AFTER_MS).unref();
     }
+    this.#detachedSends = [];
     for (const request of [...this.#receives]) request[kAbandon]('the endpoint was closed');
     this.#stream.clear();
     this.#handle = null;

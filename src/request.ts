@@ -17,7 +17,7 @@ import { UCS_ERR_CANCELED, UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
 import { CanceledError, errorFromStatus, type UcxError } from './errors.js';
 import { INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 import {
-  kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kGroup, kHost, kLate, kOnSettle, kUcxDone, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,
+  kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kForget, kGroup, kHost, kLate, kOnSettle, kUcxDone, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,
 } from './internal/symbols.js';
 
 let capturedResolve: ((value: never) => void) | undefined;
@@ -351,6 +351,16 @@ export class Request<T = void> implements PromiseLike<T> {
     if (onSettle === null) return;
     this[kOnSettle] = null;
     onSettle(status, length, error);
+  }
+
+  /**
+   * @internal A detached request that UCX will never complete (RequestEngine.orphan): its memory and
+   * handle are let go of now; its slot stays reserved until its worker is destroyed.
+   */
+  [kForget](): void {
+    if (!this[kDetached]) return;
+    this[kDetached] = false;
+    this.#release();
   }
 
   /** @internal Fails with CanceledError, e.g. when its worker or endpoint closes before it completes. */

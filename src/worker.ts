@@ -729,6 +729,7 @@ export class Worker {
     this.#handle = null;
     ucx().ucp_worker_destroy(handle);
     for (const request of abandoned) this[kRequests].releaseSlot(request);
+    this[kRequests].releaseOrphans();
     debug('worker destroyed (%s; %d operations abandoned)', reason, abandoned.length);
   }
 

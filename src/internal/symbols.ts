@@ -77,6 +77,8 @@ export const kCancelFallback: unique symbol = Symbol('ucxx-ts.cancelFallback');
 export const kLate: unique symbol = Symbol('ucxx-ts.late');
 /** `request[kUcxDone]`: runs once UCX has completed the request (its callback), whatever its status. */
 export const kUcxDone: unique symbol = Symbol('ucxx-ts.ucxDone');
+/** `request[kForget]()`: lets go of what a detached request held, for a request UCX will never complete. */
+export const kForget: unique symbol = Symbol('ucxx-ts.forget');
 export const kOnSettle: unique symbol = Symbol('ucxx-ts.onSettle');
 export const kUnbind: unique symbol = Symbol('ucxx-ts.unbind');
 export const kWhat: unique symbol = Symbol('ucxx-ts.what');
