@@ -165,7 +165,8 @@ export class RequestEngine implements RequestHost {
   orphan(requests: readonly AnyRequest[]): void {
     for (const request of requests) {
       const handle = request[kUcxRequest];
-      if (!request[kDetached] || handle === null || this.#orphans.has(request)) continue;
+      // (A request the worker's destroy already released is UCX's no more.)
+      if (!request[kDetached] || handle === null || request[kReleased] || this.#orphans.has(request)) continue;
       ucx().ucp_request_free(handle);
       request[kReleased] = true;
       request[kForget]();

@@ -5,7 +5,9 @@
  * pulls the data from the sender's memory itself (CMA, shared memory, RDMA: no progress of the sender
  * needed), so it would read the freed buffer and report success with bytes that were never sent
  * (docs/threads.md). The copy is native memory that only UCX's completion releases: a terminated
- * thread leaks it, as it leaks its other UCX objects, and the receiver gets the real bytes.
+ * thread leaks it, as it leaks its other UCX objects, and the receiver gets the real bytes. A send
+ * still in flight when its worker is destroyed (a thread that ends or closes meanwhile) keeps its
+ * copy too: a receiver that already has its announcement may still pull from it.
  *
  * Main-thread sends are not copied (the main thread's heap lives as long as the process), nor sends
  * below COPY_MIN, which UCX sends eagerly: copied into its own buffers at once, or sent from the
