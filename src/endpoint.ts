@@ -32,11 +32,12 @@ import type { ParamBlock } from './engine/param-blocks.js';
 import {
   kAbandon, kAborted, kBindSignal, kCreate, kDefer, kDetachable, kEndpointClosed, kEndpointOpened,
   kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMaxAmHeader, kParkIfHeld,
-  kConnecting, kDetached, kOnPeerError, kOnSettle, kUcxDone, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
+  kOnPeerError, kOnSettle, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
   kStreamStashed, kTagRecv, kUnpack, kWatched, kWireupFlush,
 } from './internal/symbols.js';
 import { StreamReceiver } from './endpoint/stream-receiver.js';
 import { shutDownConnectSocket } from './endpoint/connect-abort.js';
+import { kConnecting, kHeldByUcx, kUcxDone } from './internal/symbols.js';
 import { COPY_MIN, COPY_THREAD_SENDS, copyForSend } from './internal/thread-send-copy.js';
 import {
   ATOMIC_LABEL, ATOMIC_OPS, fetchBitwiseByCompareAndSwap, isFetchBitwiseBroken, postAtomic, toWord,
@@ -484,27 +485,27 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const requests = worker[kRequests];
     let data: unknown = buffer;
     let count: number;
-    let bytes: number;
     let block: ParamBlock;
     if (Array.isArray(buffer)) {
       const iov = buildIov(buffer, sync ? 'tagSendSync buffers' : 'tagSend buffers');
       data = iov.array;
       count = iov.count;
-      bytes = iov.bytes;
       block = requests.params.sendIov;
       buffer = iov.parts;
     } else {
       // Constant strings: a template literal here would build a string per send.
-      count = bytes = byteLengthOf(buffer, sync ? 'tagSendSync buffer' : 'tagSend buffer');
+      count = byteLengthOf(buffer, sync ? 'tagSendSync buffer' : 'tagSend buffer');
       block = requests.params.send;
     }
     const signal = options?.signal;
     if (signal?.aborted === true) return worker[kAborted](what);
     const fn = sync ? ucx().ucp_tag_send_sync_nbx : ucx().ucp_tag_send_nbx;
-    if (COPY_THREAD_SENDS && bytes >= COPY_MIN) {
+    if (COPY_THREAD_SENDS) {
       const parts = Array.isArray(buffer) ? buffer as Uint8Array[] : [asBytes(buffer, what)];
+      let bytes = 0;
+      for (const part of parts) bytes += part.byteLength;
       const contig = requests.params.send;
-      return this.#sendFromCopy(parts, bytes, contig, (address) => fn(ep, address, bytes, t, contig.address), what, null, signal);
+      if (bytes >= COPY_MIN) return this.#sendFromCopy(parts, bytes, contig, (address) => fn(ep, address, bytes, t, contig.address), what, null, signal);
     }
     const keep = data === buffer ? buffer : [buffer, data];
     const request = requests.void(requests.slot(block), fn(ep, data as Buffer, count, t, block.address), what, keep);
@@ -1006,18 +1007,6 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#failed();
   }
 
-  /** Operations of this endpoint rejected while UCX still held them. */
-  #detachedSends: AnyRequest[] = [];
-
-  /** Rejects every operation of this endpoint still in flight with `error` (UCX may keep holding them). */
-  #failOwned(error: UcxError): void {
-    for (const request of inflight.values()) {
-      if (request[kOwner] !== this) continue;
-      request[kFailDetached](error);
-      if (request[kDetached]) this.#detachedSends.push(request);
-    }
-  }
-
   /** After a failure: everything of this endpoint still in flight rejects with it, then 'error' and close. */
   #failed(): void {
     const failure = this.#failure as UcxError;
@@ -1028,7 +1017,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       void this.close();
       return;
     }
-    this.#failOwned(failure);
+    for (const request of inflight.values()) {
+      if (request[kOwner] === this) request[kFailDetached](failure);
+    }
     if (this.listenerCount('error') > 0) this.emit('error', failure);
     void this.close();
   }
@@ -1078,21 +1069,17 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       if (!parked) await this.#closeWith(handle, (failed || busy) && this.#peerMode !== false);
     }
     // What UCX did not complete by now settles here; its buffers stay referenced until UCX lets go.
-    this.#failOwned(new CanceledError(`the endpoint to ${this.#peer} was closed`));
-    // In NONE mode UCX 1.13 never completes a send whose peer is gone (it waits for an answer that
-    // cannot come): let go of them once the close had time to purge what UCX does purge.
-    if (failed && this.#peerMode !== true && this.#detachedSends.length > 0) {
-      const orphans = this.#detachedSends;
-      const requests = this.#worker[kRequests];
-      setTimeout(() => requests.orphan(orphans), ORPHAN_AFTER_MS).unref();
+    const closed = new CanceledError(`the endpoint to ${this.#peer} was closed`);
+    for (const request of inflight.values()) {
+      if (request[kOwner] === this) request[kFailDetached](closed);
     }
-    this.#detachedSends = [];
     for (const request of [...this.#receives]) request[kAbandon]('the endpoint was closed');
     this.#stream.clear();
     this.#handle = null;
     this.#state = 'closed';
     endpoints.delete(this.#id);
     this.#worker[kEndpointClosed](this, handle);
+    this.#orphanDetached(failed);
     debug('endpoint #%d to %s closed%s', this.#id, this.#peer,
       this.#closedByPeer ? ' (by the peer)' : failed ? ' after its failure' : '');
     this.emit('close');
@@ -1168,6 +1155,26 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       if (!this.#stream.isReadAhead(request)) return true;
     }
     return false;
+  }
+
+  /** Operations of this endpoint rejected while UCX still held them (Request's kFailDetached). */
+  #detachedSends: AnyRequest[] = [];
+
+  /** @internal An operation of this endpoint was rejected while UCX still holds it. */
+  [kHeldByUcx](request: AnyRequest): void {
+    this.#detachedSends.push(request);
+  }
+
+  /**
+   * In NONE mode UCX 1.13 never completes a send whose peer is gone (it waits for an answer that
+   * cannot come): once the close had time to purge what UCX does purge, the worker lets go of them.
+   */
+  #orphanDetached(failed: boolean): void {
+    const orphans = this.#detachedSends;
+    this.#detachedSends = [];
+    if (!failed || this.#peerMode === true || orphans.length === 0) return;
+    const requests = this.#worker[kRequests];
+    setTimeout(() => requests.orphan(orphans), ORPHAN_AFTER_MS).unref();
   }
 
   /** @internal */

@@ -17,7 +17,7 @@ import { UCS_ERR_CANCELED, UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
 import { CanceledError, errorFromStatus, type UcxError } from './errors.js';
 import { INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 import {
-  kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kForget, kGroup, kHost, kLate, kOnSettle, kUcxDone, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,
+  kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kForget, kGroup, kHeldByUcx, kHost, kLate, kOnSettle, kUcxDone, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,
 } from './internal/symbols.js';
 
 let capturedResolve: ((value: never) => void) | undefined;
@@ -66,6 +66,11 @@ export interface RequestOwner {
 /** @internal A request of any result type, for bookkeeping. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyRequest = Request<any>;
+
+/** @internal What a RequestOwner (Endpoint) is told of its operations rejected while UCX still holds them. */
+interface HeldByUcx {
+  [kHeldByUcx](request: AnyRequest): void;
+}
 
 /**
  * A non-blocking operation: await it (or its `promise`), read `completed`/`status`/`value`, or
@@ -222,6 +227,7 @@ export class Request<T = void> implements PromiseLike<T> {
   [kFailDetached](error: Error): void {
     if (this.completed) return;
     this[kDetached] = this[kUcxRequest] !== null;
+    if (this[kDetached]) (this[kOwner] as (RequestOwner & HeldByUcx) | null)?.[kHeldByUcx](this);
     this[kFail](error);
   }
 

@@ -22,7 +22,7 @@ import { RequestEngine } from './engine/request-engine.js';
 import { failedRequest, promiseOperation, requestOperation } from './engine/operations.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
-  kAbandon, kAborted, kBindSignal, kConnecting, kCloseWithin, kCreate, kDefer, kDetachable, kEndpointByHandle,
+  kAbandon, kAborted, kBindSignal, kCloseWithin, kCreate, kDefer, kDetachable, kEndpointByHandle,
   kEndpointClosed, kEndpointOpened, kForceCloseAtExit, kGroup, kHandle, kHold, kListenerClosed, kLive,
   kMaxAmHeader, kParkIfHeld, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kStreamStashed, kTagRecv,
   kTeardownAtExit, kUcxRequest, kUpdateBusy, kWorkerClosed,
@@ -31,6 +31,7 @@ import { asBytes, byteLengthOf, optionsObject, toTag, type BufferSource, show, F
 import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
 import { resolveSockaddr } from './internal/sockaddr.js';
+import { kConnecting } from './internal/symbols.js';
 import { validateWorkerAddress } from './internal/worker-address.js';
 import type { Context } from './context.js';
 import { Endpoint, type EndpointOptions, type ErrorHandlingMode } from './endpoint.js';

@@ -79,6 +79,8 @@ export const kLate: unique symbol = Symbol('ucxx-ts.late');
 export const kUcxDone: unique symbol = Symbol('ucxx-ts.ucxDone');
 /** `request[kForget]()`: lets go of what a detached request held, for a request UCX will never complete. */
 export const kForget: unique symbol = Symbol('ucxx-ts.forget');
+/** `owner[kHeldByUcx](request)`: an operation of the owner was rejected while UCX still holds it. */
+export const kHeldByUcx: unique symbol = Symbol('ucxx-ts.heldByUcx');
 export const kOnSettle: unique symbol = Symbol('ucxx-ts.onSettle');
 export const kUnbind: unique symbol = Symbol('ucxx-ts.unbind');
 export const kWhat: unique symbol = Symbol('ucxx-ts.what');
