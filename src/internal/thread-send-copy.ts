@@ -20,8 +20,9 @@ import { addressOf, ucx, type Ptr } from '../ffi/index.js';
 export const COPY_THREAD_SENDS = !isMainThread;
 
 /**
- * The smallest send that is copied: below UCX 1.13's smallest automatic rendezvous threshold on one
- * host. Where the user sets UCX_RNDV_THRESH (which may be lower), every send is copied.
+ * The smallest send that is copied, chosen well below the sizes at which UCX's automatic threshold
+ * switches to rendezvous (not measured for every transport). Where the user sets UCX_RNDV_THRESH
+ * (which may be lower), every send is copied.
  */
 export const COPY_MIN = process.env['UCX_RNDV_THRESH'] === undefined ? 1024 : 1;
 
