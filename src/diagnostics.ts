@@ -12,6 +12,7 @@ import { liveEndpointCount } from './endpoint.js';
 import { liveListenerCount } from './listener.js';
 import { heldAmMessageCount, liveWorkerCount } from './active-message.js';
 import { inflight } from './engine/completions.js';
+import { orphanedRequestCount } from './engine/request-engine.js';
 import { liveCounts } from './internal/live-counts.js';
 import { liveRelayThreads } from './ffi/index.js';
 
@@ -58,7 +59,7 @@ export function getDiagnostics(): UcxxDiagnostics {
     listeners: liveListenerCount(),
     memoryMappings: liveCounts.mappings,
     remoteKeys: liveCounts.remoteKeys,
-    requestsInFlight: inflight.size,
+    requestsInFlight: inflight.size - orphanedRequestCount(),
     relayThreads: liveRelayThreads(),
     amMessagesHeld: heldAmMessageCount(),
   };

@@ -20,7 +20,7 @@ import { debug } from './internal/debug-log.js';
 import { EventEmitter } from 'node:events';
 import {
   CONSTANTS, OutCell, StructBuffer, UCS_ERR_CANCELED, UCS_ERR_CONNECTION_RESET, UCS_ERR_INVALID_PARAM, UCS_ERR_UNREACHABLE,
-  captureStream, layouts, registerCallback, statusOfPtr, ucx, withUcxLogsQuiet,
+  captureStream, layouts, registerCallback, statusOfPtr, ucx, withUcxLogsQuiet, type Ptr,
 } from './ffi/index.js';
 import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
@@ -37,6 +37,9 @@ import {
   kStreamReceiver, kStreamStashed, kTagRecv, kUnpack, kWatched, kWireupFlush,
 } from './internal/symbols.js';
 import { StreamReceiver } from './endpoint/stream-receiver.js';
+import { shutDownConnectSocket } from './endpoint/connect-abort.js';
+import { kConnecting, kHeldByUcx, kUcxDone } from './internal/symbols.js';
+import { COPY_MIN, COPY_THREAD_SENDS, copyForSend } from './internal/thread-send-copy.js';
 import {
   ATOMIC_LABEL, ATOMIC_OPS, fetchBitwiseByCompareAndSwap, isFetchBitwiseBroken, postAtomic, toWord,
   atomicWidth,
@@ -160,6 +163,10 @@ type State = 'open' | 'failed' | 'closing' | 'closed';
 const PEER_CLOSE_SETTLE_MS = 50;
 /** How long a graceful close of a failed endpoint is progressed before it is left to UCX (ms). */
 const FAILED_CLOSE_WAIT_MS = 100;
+/** How long a close progresses for UCX to fail a never-answered connect whose socket it shut down (ms). */
+const CONNECT_ABORT_WAIT_MS = 1000;
+/** How long after a failed endpoint's close its operations UCX still holds are let go of (ms). */
+const ORPHAN_AFTER_MS = 2000;
 
 
 /** The events of an Endpoint. */
@@ -220,6 +227,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   #seen = -1;
   #stallSince = 0;
   #watchdog: NodeJS.Timeout | null = null;
+  /** The connect's wireup flush while the server has not answered it (worker.connect). */
+  #connecting: AnyRequest | null = null;
 
   /** @internal (IllegalConstructorError from outside: use worker.connect(), connectToAddress() or a Listener) */
   static [kCreate](
@@ -561,6 +570,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const signal = options?.signal;
     if (signal?.aborted === true) return worker[kAborted](what, signal);
     const fn = sync ? ucx().ucp_tag_send_sync_nbx : ucx().ucp_tag_send_nbx;
+    if (COPY_THREAD_SENDS) {
+      const parts = Array.isArray(buffer) ? buffer as Uint8Array[] : [asBytes(buffer, what)];
+      let bytes = 0;
+      for (const part of parts) bytes += part.byteLength;
+      const contig = requests.params.send;
+      if (bytes >= COPY_MIN) return this.#sendFromCopy(parts, bytes, contig, (address) => fn(ep, address, bytes, t, contig.address), what, null, signal);
+    }
     const keep = data === buffer ? buffer : [buffer, data];
     const request = requests.void(requests.slot(block), fn(ep, data as Buffer, count, t, block.address), what, keep);
     return this.#posted(request, false, signal);
@@ -768,9 +784,32 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const requests = worker[kRequests];
     const block = requests.params.amSend;
     block.setFlags(flags);
+    if (COPY_THREAD_SENDS && data !== null && (count >= COPY_MIN || (flags & Number(K.UCP_AM_SEND_FLAG_RNDV)) !== 0)) {
+      return this.#sendFromCopy([asBytes(data, 'amSend data')], count, block,
+        (address) => ucx().ucp_am_send_nbx(ep, id, header, headerLength, address, count, block.address), 'amSend', header, signal);
+    }
     const keep = header === null ? data : [header, data];
     const request = requests.void(requests.slot(block), ucx().ucp_am_send_nbx(ep, id, ffiMemory(header), headerLength, ffiMemory(data), count, block.address), 'amSend', keep);
     return this.#posted(request, false, signal);
+  }
+
+  /**
+   * A send of a `worker_threads` thread, posted from a copy that outlives the thread and that UCX's
+   * completion frees (src/internal/thread-send-copy.ts).
+   */
+  #sendFromCopy(
+    parts: readonly Uint8Array[], bytes: number, block: ParamBlock, post: (address: bigint) => Ptr, what: string,
+    keep: unknown, signal: AbortSignal | undefined,
+  ): Request<void> {
+    const requests = this.#worker[kRequests];
+    const copy = copyForSend(parts, bytes);
+    const request = requests.void(requests.slot(block), post(copy.address), what, keep);
+    if (request.completed) {
+      copy.free(); // UCX holds nothing: done at once, or failed, or completed inside the call
+      return request;
+    }
+    request[kUcxDone] = copy.free;
+    return this.#inFlight(request, false, signal);
   }
 
   /**
@@ -968,6 +1007,24 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     return request;
   }
 
+  /** @internal worker.connect's wireup flush while it waits; null once it settled. */
+  [kConnecting](flush: AnyRequest | null): void {
+    this.#connecting = flush;
+  }
+
+  /**
+   * A connect the server never answered leaves UCX operations queued that UCX 1.13 neither fails nor
+   * lets a NONE-mode endpoint force out, and destroying it with them aborts the process: end the
+   * connection as a gone server would (src/endpoint/connect-abort.ts). Returns the flush to wait for.
+   */
+  #abortUnansweredConnect(handle: bigint): AnyRequest | null {
+    const connecting = this.#connecting;
+    if (connecting === null || connecting.completed || this.#peerMode === true) return null;
+    if (!shutDownConnectSocket(handle)) return null;
+    debug('endpoint #%d to %s: the connect was never answered; its connection is shut down', this.#id, this.#peer);
+    return connecting;
+  }
+
   /** The listener's wireup flush while UCX holds it: settled when the endpoint fails, before 'close'. */
   #wireup: Request<void> | null = null;
 
@@ -1143,6 +1200,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (handle !== null && workerHandle !== null) {
       // Let cancellations and the flush inside a graceful close run.
       await this.#worker[kProgressUntil](() => this.#receives.size === 0, 1000);
+      const connecting = this.#abortUnansweredConnect(handle);
+      if (connecting !== null) await this.#worker[kProgressUntil](() => connecting.completed, CONNECT_ABORT_WAIT_MS);
       // One ucp_ep_close_nbx per endpoint: a second one on an endpoint whose first close is still
       // flushing makes UCX 1.13 abort later (ucp_ep.c:437). So a close that would wait on operations in
       // flight (a send nobody receives, RMA to a stopped peer) is forced from the start where UCX allows
@@ -1171,6 +1230,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#syncRef();
     endpoints.delete(this.#id);
     this.#worker[kEndpointClosed](this, handle);
+    this.#orphanDetached(failed);
     debug('endpoint #%d to %s closed%s', this.#id, this.#peer,
       this.#closedByPeer ? ' (by the peer)' : failed ? ' after its failure' : '');
     this.emit('close');
@@ -1222,6 +1282,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#syncRef();
     this.#handle = null;
     endpoints.delete(this.#id);
+    this.#abortUnansweredConnect(handle); // the worker's teardown progresses while UCX fails it
     const { request } = this.#postClose(handle, true);
     return request.completed ? null : request;
   }
@@ -1238,6 +1299,26 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     // RMA, atomics or a flush waiting for the peer's answer make it a failure whatever UCX says of them later.
     this.#peerClosed = status === UCS_ERR_CONNECTION_RESET && this.#armed <= 0;
     this.#worker[kDefer](() => void this.#failed());
+  }
+
+  /** Operations of this endpoint rejected while UCX still held them (Request's kFailDetached). */
+  #detachedSends: AnyRequest[] = [];
+
+  /** @internal An operation of this endpoint was rejected while UCX still holds it. */
+  [kHeldByUcx](request: AnyRequest): void {
+    this.#detachedSends.push(request);
+  }
+
+  /**
+   * In NONE mode UCX 1.13 never completes a send whose peer is gone (it waits for an answer that
+   * cannot come): once the close had time to purge what UCX does purge, the worker lets go of them.
+   */
+  #orphanDetached(failed: boolean): void {
+    const orphans = this.#detachedSends;
+    this.#detachedSends = [];
+    if (!failed || this.#peerMode === true || orphans.length === 0) return;
+    const requests = this.#worker[kRequests];
+    setTimeout(() => requests.orphan(orphans), ORPHAN_AFTER_MS).unref();
   }
 
   /** @internal */

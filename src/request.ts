@@ -18,7 +18,7 @@ import { CanceledError, errorFromStatus, type UcxError } from './errors.js';
 import { INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 import { abortError } from './internal/abort-error.js';
 import {
-  kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kGroup, kHost, kLate, kOnSettle, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,
+  kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kForget, kGroup, kHeldByUcx, kHost, kLate, kOnSettle, kUcxDone, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,
 } from './internal/symbols.js';
 
 /**
@@ -111,6 +111,11 @@ export interface RequestOwner {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyRequest = Request<any>;
 
+/** @internal What a RequestOwner (Endpoint) is told of its operations rejected while UCX still holds them. */
+interface HeldByUcx {
+  [kHeldByUcx](request: AnyRequest): void;
+}
+
 /**
  * A non-blocking operation: await it (or its `promise`), read `completed`/`status`/`value`, or
  * `cancel()` it.
@@ -156,6 +161,8 @@ export class Request<T = void> implements PromiseLike<T> {
   [kCancelFallback]: (() => void) | null = null;
   /** @internal Called with UCX's completion of a request that was already settled as cancelled. */
   [kLate]: ((status: number, length: number) => void) | null = null;
+  /** @internal Runs once UCX has completed this request (a thread's send copy is freed by it). */
+  [kUcxDone]: (() => void) | null = null;
   /**
    * @internal Called synchronously when the request settles (status, reported length, error). Internal
    * chains use it instead of a Promise continuation, so that they also advance inside
@@ -264,6 +271,7 @@ export class Request<T = void> implements PromiseLike<T> {
   [kFailDetached](error: Error): void {
     if (this.completed) return;
     this[kDetached] = this[kUcxRequest] !== null;
+    if (this[kDetached]) (this[kOwner] as (RequestOwner & HeldByUcx) | null)?.[kHeldByUcx](this);
     this[kFail](error);
   }
 
@@ -335,6 +343,11 @@ export class Request<T = void> implements PromiseLike<T> {
 
   /** @internal Completes with a UCS status and the raw completion data. */
   [kComplete](status: number, length: number, tag: bigint): void {
+    if (this[kUcxDone] !== null) {
+      const done = this[kUcxDone];
+      this[kUcxDone] = null;
+      done();
+    }
     if (this.#status !== UCS_INPROGRESS) {
       if (this[kDetached]) {
         // UCX is done with a request settled earlier: release what it held.
@@ -403,6 +416,16 @@ export class Request<T = void> implements PromiseLike<T> {
     if (onSettle === null) return;
     this[kOnSettle] = null;
     onSettle(status, length, error);
+  }
+
+  /**
+   * @internal A detached request that UCX will never complete (RequestEngine.orphan): its memory and
+   * handle are let go of now; its slot stays reserved until its worker is destroyed.
+   */
+  [kForget](): void {
+    if (!this[kDetached]) return;
+    this[kDetached] = false;
+    this.#release();
   }
 
   /** @internal Fails with CanceledError, e.g. when its worker or endpoint closes before it completes. */

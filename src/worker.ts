@@ -15,7 +15,7 @@ import {
   UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucx,
   type Ptr,
 } from './ffi/index.js';
-import { ClosedError, ConnectionRefusedError, check, errorFromStatus } from './errors.js';
+import { CanceledError, ClosedError, ConnectionRefusedError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
 import { ProgressEngine, type ProgressMode } from './engine/progress-engine.js';
 import { RequestEngine } from './engine/request-engine.js';
@@ -31,6 +31,7 @@ import { asBytes, byteLengthOf, ffiMemory, optionsObject, toTag, type BufferSour
 import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
 import { resolveSockaddr } from './internal/sockaddr.js';
+import { kConnecting } from './internal/symbols.js';
 import { validateWorkerAddress } from './internal/worker-address.js';
 import { abortError } from './internal/abort-error.js';
 import type { Context } from './context.js';
@@ -676,7 +677,9 @@ export class Worker {
     // here, where UCX would drop them with the endpoint before the application asks for them.
     if (this.#context.features.includes('stream')) endpoint[kReadStreamAhead]();
     try {
-      await endpoint.flush();
+      const wireup = endpoint.flush();
+      endpoint[kConnecting](wireup);
+      await wireup.promise.finally(() => endpoint[kConnecting](null));
     } catch (err) {
       const status = (err as { status?: number }).status;
       // The server accepted, sent and went away before the flush came back: the connection was made, so
@@ -686,6 +689,10 @@ export class Worker {
         return endpoint;
       }
       await endpoint.close();
+      // Closing the worker (or the context, or the process exiting) ended a connect still waiting.
+      if (this.#closing !== undefined) {
+        throw new CanceledError(`connect to ${host}:${port}: the worker was closed before the server answered`, { cause: err });
+      }
       // UCX 1.13's TCP CM reports a refused connection as NOT_CONNECTED on the flush; say what it means.
       if (status === UCS_ERR_NOT_CONNECTED || status === UCS_ERR_REJECTED) {
         // UCX reports nobody listening and a server refusing a NONE-mode client alike; on this host
@@ -823,6 +830,7 @@ export class Worker {
     this.#handle = null;
     ucx().ucp_worker_destroy(handle);
     for (const request of abandoned) this[kRequests].releaseSlot(request);
+    this[kRequests].releaseOrphans();
     debug('worker destroyed (%s; %d operations abandoned)', reason, abandoned.length);
   }
 

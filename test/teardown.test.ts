@@ -11,7 +11,12 @@
  */
 import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import * as path from 'node:path';
 import { Peer } from './helpers/peer.js';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
 
 interface Outcome {
   ok: boolean;
@@ -108,6 +113,106 @@ test('a server whose clients send and leave, one after another, keeps serving an
     await server.call({ type: 'close' }, 'closed', 30_000);
     const { code, signal } = await server.exited;
     assert.deepEqual({ code, signal }, { code: 0, signal: null }, server.stderr);
+  } finally {
+    if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGKILL');
+  }
+});
+
+/**
+ * A connect the server never answers (its event loop blocked: SIGSTOP here), given up by the client's
+ * own timer: the client's context.close() or process.exit() aborted it in every run before the fix
+ * (`ucp_ep.c:1185 Bug: pending request ... should have been flushed`, exit 134;
+ * docs/ucx-1.13-bugs/connect_never_answered.c).
+ */
+for (const leave of ['close', 'exit'] as const) {
+  test(`a client that gives up on an unanswered connect leaves cleanly: ${leave === 'close' ? 'await context.close()' : 'process.exit()'} (${RUNS} runs)`, { timeout: 120_000 }, async () => {
+    const server = Peer.start('teardown-server', { mode: 'tag' });
+    try {
+      const { port } = await server.next('ready');
+      server.child.kill('SIGSTOP');
+      for (let run = 0; run < RUNS; run++) {
+        const client = Peer.start('connect-unanswered', { port, timeoutMs: 300, leave });
+        const { first } = await client.next('timed-out', 20_000);
+        assert.equal(first, 'timeout', 'the stopped server never answers the connect');
+        if (leave === 'close') {
+          const closed = await client.next('closed', 30_000);
+          assert.deepEqual({ settled: closed['settled'], ok: closed['ok'], name: closed['name'], code: closed['code'] },
+            { settled: true, ok: false, name: 'CanceledError', code: 'UCS_ERR_CANCELED' },
+            'the abandoned connect rejects as cancelled by the close, not as a refusal');
+        }
+        const { code, signal } = await client.exited;
+        assert.deepEqual({ code, signal }, { code: 0, signal: null }, `the client must leave cleanly; stderr:\n${client.stderr}`);
+      }
+      server.child.kill('SIGCONT');
+      await server.call({ type: 'close' }, 'closed', 30_000);
+      assert.deepEqual(await server.exited, { code: 0, signal: null }, server.stderr);
+    } finally {
+      if (server.child.exitCode === null && server.child.signalCode === null) {
+        server.child.kill('SIGCONT');
+        server.child.kill('SIGKILL');
+      }
+    }
+  });
+}
+
+/**
+ * A `worker_threads` thread terminated with rendezvous sends in flight: its heap is freed while the
+ * receiver (here the main thread of the same process) still pulls the data from the sender's memory.
+ * Before the fix the receives succeeded with bytes that were never sent in every run (1-8 of 8
+ * messages a run; glibc's free-list pointers in the first 16 bytes), and the two-part tag send hung.
+ */
+for (const [mode, runs] of [['tag', 4], ['am', 4], ['iov', 2]] as const) {
+  const how = { tag: 'tag sends', am: 'active messages a handler keeps', iov: 'two-part tag sends' }[mode];
+  test(`receives from a terminated thread never succeed with bytes that were not sent: 8 x 64 KiB ${how} (${runs} runs)`, { timeout: 120_000 }, () => {
+    const result = spawnSync(process.execPath, [path.join(HERE, 'peers', 'thread-terminated-sends.js'), JSON.stringify({ runs, mode })], {
+      encoding: 'utf8', timeout: 100_000,
+    });
+    const output = `${result.stdout}\n${result.stderr}`;
+    assert.deepEqual({ status: result.status, signal: result.signal }, { status: 0, signal: null }, output);
+    const lines = result.stdout.split('\n').filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as { ok: number; wrong: number; failed: number; codes: string[] });
+    assert.equal(lines.length, runs, output);
+    for (const line of lines) {
+      assert.equal(line.wrong, 0, `a receive reported success with other bytes: ${output}`);
+      for (const code of line.codes) assert.ok(GONE_CODES.has(code), `a failed receive fails typed: ${output}`);
+    }
+    // The copies outlive the thread, so the gone thread's messages arrive whole.
+    assert.ok(lines.some((line) => line.ok > 0), output);
+  });
+}
+
+/**
+ * Sends to clients that leave without receiving them: in NONE mode (one host) UCX 1.13 never completes
+ * a rendezvous send whose peer left, so before the fix each one stayed in flight with its buffer for
+ * the server's lifetime (a tagProbe RPC server: requestsInFlight 147 with no endpoint, RSS 73 -> 152 MiB
+ * after 50 clients). The server must let go of them once the endpoints are closed.
+ */
+test('sends to clients that left unreceived do not stay in flight at the server (8 clients)', { timeout: 120_000 }, async () => {
+  const server = Peer.start('teardown-server', { mode: 'tag' });
+  try {
+    const { port } = await server.next('ready');
+    for (let i = 0; i < 8; i++) {
+      const client = Peer.start('teardown-client', { port, mode: 'tag', count: 1, size: 64, leave: i % 2 === 0 ? 'exit' : 'close', lingerMs: 3000 });
+      await client.next('connected');
+      // The server's side of the connection may come a moment after the client's: send once it is there.
+      for (let tries = 0; ((await server.call({ type: 'send', count: 3, size: 1 << 20 }, 'posted'))['to'] as number) === 0; tries++) {
+        assert.ok(tries < 100, 'the server sees the client');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await client.next('sent');
+      assert.equal((await client.exited).code, 0, client.stderr);
+      await server.next('ep-closed', 20_000);
+    }
+    let inFlight = -1;
+    for (let look = 0; look < 30 && inFlight !== 0; look++) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const diag = await server.call({ type: 'diag' }, 'diag');
+      assert.equal(diag['endpoints'], 0, 'every client endpoint is closed');
+      inFlight = diag['requestsInFlight'] as number;
+    }
+    assert.equal(inFlight, 0, "the gone clients' sends are let go of");
+    await server.call({ type: 'close' }, 'closed', 30_000);
+    assert.deepEqual(await server.exited, { code: 0, signal: null }, server.stderr);
   } finally {
     if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGKILL');
   }

@@ -21,8 +21,16 @@ import { INTERNAL } from '../internal/misuse-errors.js';
 import { beginPost, endPost, inflight } from './completions.js';
 import { ParamBlocks, type ParamBlock } from './param-blocks.js';
 import {
-  kBackground, kComplete, kHost, kSlotId, kTracked, kUcxRequest,
+  kBackground, kComplete, kDetached, kForget, kHost, kReleased, kSlotId, kTracked, kUcxRequest,
 } from '../internal/symbols.js';
+
+/** Orphaned requests of every engine of this thread (their slots stay taken): for getDiagnostics(). */
+let orphanedCount = 0;
+
+/** @internal How many slots orphaned requests hold in this thread. */
+export function orphanedRequestCount(): number {
+  return orphanedCount;
+}
 
 /** What the engine needs from its worker. */
 export interface RequestEngineHost {
@@ -148,6 +156,37 @@ export class RequestEngine implements RequestHost {
   /** This worker's requests in flight (background ones included). */
   inflightRequests(): AnyRequest[] {
     return inflight.values().filter((request) => request[kTracked] && request[kHost] === this);
+  }
+
+  /** Requests let go of by `orphan`, whose slots are given back when the worker is destroyed. */
+  readonly #orphans = new Set<AnyRequest>();
+
+  /**
+   * Lets go of detached requests that UCX will never complete: the sends of an endpoint whose peer
+   * is gone, in NONE error mode, where UCX 1.13 neither completes nor purges a rendezvous send whose
+   * peer left (it waits for an answer that cannot come), so each one kept its buffers referenced until
+   * the worker was destroyed. They are released to UCX (ucp_request_free: freed if it ever completes
+   * them) and their memory to the garbage collector; their slot ids stay reserved, so that a
+   * completion UCX might still deliver finds them, until `releaseOrphans` after the worker's destroy.
+   */
+  orphan(requests: readonly AnyRequest[]): void {
+    for (const request of requests) {
+      const handle = request[kUcxRequest];
+      // (A request the worker's destroy already released is UCX's no more.)
+      if (!request[kDetached] || handle === null || request[kReleased] || this.#orphans.has(request)) continue;
+      ucx().ucp_request_free(handle);
+      request[kReleased] = true;
+      request[kForget]();
+      this.#orphans.add(request);
+      orphanedCount++;
+    }
+  }
+
+  /** After ucp_worker_destroy: gives the orphans' slot ids back. */
+  releaseOrphans(): void {
+    for (const request of this.#orphans) this.#releaseId(request);
+    orphanedCount -= this.#orphans.size;
+    this.#orphans.clear();
   }
 
   /** Forgets the slot of a request whose UCX request is gone without a completion (worker destroyed). */

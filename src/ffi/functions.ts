@@ -53,6 +53,7 @@ export interface UcxFunctions {
   ucp_ep_close_nbx(ep: Ptr, param: PtrArg): Ptr;
   ucp_ep_flush_nbx(ep: Ptr, param: PtrArg): Ptr;
   ucp_ep_print_info(ep: Ptr, stream: Ptr): void;
+  ucp_ep_query(ep: Ptr, attr: Buffer): number;
 
   ucp_mem_map(context: Ptr, params: Buffer, memhOut: Buffer): number;
   ucp_mem_unmap(context: Ptr, memh: Ptr): number;
@@ -102,6 +103,8 @@ export interface UcxFunctions {
   open_memstream(bufferOut: Buffer, sizeOut: Buffer): Ptr;
   fclose(stream: Ptr): number;
   free(pointer: Ptr): void;
+  malloc(size: number): Ptr;
+  shutdown(fd: number, how: number): number;
   /** Copies between addresses (a JS buffer's from `addressOf`): cheaper than a koffi view plus a copy. */
   memcpy(destination: Address, source: Address, length: number): void;
 }
@@ -162,6 +165,7 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'void *ucp_ep_close_nbx(void *ep, void *param)',
     'void *ucp_ep_flush_nbx(void *ep, void *param)',
     'void ucp_ep_print_info(void *ep, void *stream)',
+    'int8_t ucp_ep_query(void *ep, void *attr)',
     'int8_t ucp_mem_map(void *context, void *params, void *memh_p)',
     'int8_t ucp_mem_unmap(void *context, void *memh)',
     'int8_t ucp_mem_query(void *memh, void *attr)',
@@ -198,6 +202,8 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'int shmdt(void *shmaddr)',
     'int fclose(void *stream)',
     'void free(void *ptr)',
+    'void *malloc(size_t size)',
+    'int shutdown(int fd, int how)',
     // Declared returning void: the returned pointer would cost a BigInt per call.
     // Addresses as numbers: koffi unwraps a TypedArray argument through several V8 calls.
     'void memcpy(uintptr_t dest, uintptr_t src, size_t n)',

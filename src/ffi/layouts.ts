@@ -137,6 +137,16 @@ export const ucp_conn_request_attr_t = layout<'field_mask' | 'client_address' | 
   }),
 );
 
+export const ucp_ep_attr_t = layout<'field_mask' | 'name' | 'local_sockaddr' | 'remote_sockaddr'>(
+  'ucp_ep_attr_t',
+  koffi.struct('ucp_ep_attr_t', {
+    field_mask: 'uint64_t',
+    name: koffi.array('char', 32), // UCP_ENTITY_NAME_MAX
+    local_sockaddr: sockaddrStorage,
+    remote_sockaddr: sockaddrStorage,
+  }),
+);
+
 export const ucp_mem_map_params_t = layout<
   'field_mask' | 'address' | 'length' | 'flags' | 'prot' | 'memory_type'
 >('ucp_mem_map_params_t', koffi.struct('ucp_mem_map_params_t', {
@@ -206,7 +216,7 @@ export const ucp_stream_poll_ep_t = layout<'ep' | 'user_data' | 'flags'>(
 /** Every layout, for the probe test. */
 export const LAYOUTS: readonly Layout[] = [
   ucp_params_t, ucp_worker_params_t, ucp_worker_attr_t, ucp_ep_params_t, ucp_listener_params_t,
-  ucp_listener_attr_t, ucp_conn_request_attr_t, ucp_mem_map_params_t, ucp_mem_attr_t, ucp_request_param_t,
+  ucp_listener_attr_t, ucp_conn_request_attr_t, ucp_ep_attr_t, ucp_mem_map_params_t, ucp_mem_attr_t, ucp_request_param_t,
   ucp_tag_recv_info_t, ucp_am_handler_param_t, ucp_am_recv_param_t, ucp_dt_iov_t, ucp_stream_poll_ep_t,
 ];
 

@@ -62,6 +62,38 @@ function ownSocketInodes(): Set<string> {
 }
 
 /**
+ * The file descriptor of this process's TCP connection from `local` to `remote` (keys as `peerKey`
+ * spells them), or null where none is found or /proc cannot tell (not Linux).
+ */
+export function connectionFd(local: string, remote: string): number | null {
+  const inodes = new Set<string>();
+  try {
+    for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+      for (const line of readFileSync(file, 'latin1').split('\n').slice(1)) {
+        const fields = line.trim().split(/\s+/);
+        if (fields.length < 10) continue;
+        const l = procAddress(fields[1] as string);
+        const r = procAddress(fields[2] as string);
+        if (key(l.address, l.port) === local && key(r.address, r.port) === remote) inodes.add(fields[9] as string);
+      }
+    }
+    for (const fd of readdirSync('/proc/self/fd')) {
+      let target: string;
+      try {
+        target = readlinkSync(`/proc/self/fd/${fd}`);
+      } catch {
+        continue;
+      }
+      const match = /^socket:\[(\d+)\]$/.exec(target);
+      if (match?.[1] !== undefined && inodes.has(match[1])) return Number(fd);
+    }
+  } catch {
+    return null;
+  }
+  return null;
+}
+
+/**
  * The sockets of this process on local TCP port `port` of an IPv4 or IPv6 listening socket (an IPv6 one
  * lists its IPv4 clients as mapped addresses); null where /proc cannot tell (not Linux). Each call walks
  * the kernel's whole TCP connection table: for closing a listener, not for every message.

@@ -54,6 +54,8 @@ export const kStreamStashed: unique symbol = Symbol('ucxx-ts.streamStashed');
 /** Endpoint: its stream receiver (the Duplex reads through it). */
 export const kStreamReceiver: unique symbol = Symbol('ucxx-ts.streamReceiver');
 export const kWireupFlush: unique symbol = Symbol('ucxx-ts.wireupFlush');
+/** `endpoint[kConnecting](flush)`: a connect's wireup flush while it waits (null once it settled). */
+export const kConnecting: unique symbol = Symbol('ucxx-ts.connecting');
 export const kForceCloseAtExit: unique symbol = Symbol('ucxx-ts.forceCloseAtExit');
 export const kCloseWithin: unique symbol = Symbol('ucxx-ts.closeWithin');
 export const kOnConnRequest: unique symbol = Symbol('ucxx-ts.onConnRequest');
@@ -77,6 +79,12 @@ export const kGroup: unique symbol = Symbol('ucxx-ts.group');
 export const kReply: unique symbol = Symbol('ucxx-ts.reply');
 export const kCancelFallback: unique symbol = Symbol('ucxx-ts.cancelFallback');
 export const kLate: unique symbol = Symbol('ucxx-ts.late');
+/** `request[kUcxDone]`: runs once UCX has completed the request (its callback), whatever its status. */
+export const kUcxDone: unique symbol = Symbol('ucxx-ts.ucxDone');
+/** `request[kForget]()`: lets go of what a detached request held, for a request UCX will never complete. */
+export const kForget: unique symbol = Symbol('ucxx-ts.forget');
+/** `owner[kHeldByUcx](request)`: an operation of the owner was rejected while UCX still holds it. */
+export const kHeldByUcx: unique symbol = Symbol('ucxx-ts.heldByUcx');
 export const kOnSettle: unique symbol = Symbol('ucxx-ts.onSettle');
 export const kUnbind: unique symbol = Symbol('ucxx-ts.unbind');
 export const kWhat: unique symbol = Symbol('ucxx-ts.what');

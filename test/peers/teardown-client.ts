@@ -16,6 +16,7 @@ const context = new Context();
 const worker = context.createWorker();
 const ep = await worker.connect('127.0.0.1', args.port);
 ep.on('error', () => {});
+process.send?.({ type: 'connected' });
 for (let i = 0; i < args.count; i++) {
   const data = new Uint8Array(args.size);
   for (let j = 0; j < data.byteLength; j++) data[j] = (i + 7 * j) & 0xff;

@@ -5,10 +5,12 @@
  * its context. A UCX abort here shows up as the peer's exit status (134), never in the test process.
  *
  * Config: { mode: 'am' | 'tag' }. Messages from the test: 'recv' { count, size } (tag: that many
- * tagRecv; am: receive() on that many held messages), 'close' (context.close(), then exit 0).
+ * tagRecv; am: receive() on that many held messages), 'send' { count, size } (that many tag sends to
+ * every open endpoint, not awaited; replies 'posted' { to: how many endpoints }), 'diag' (getDiagnostics' requestsInFlight and endpoints), 'close'
+ * (context.close(), then exit 0).
  */
 import '../helpers/peer-errors.js';
-import { Context, type AmMessage, type Endpoint } from 'ucxx-ts';
+import { Context, getDiagnostics, type AmMessage, type Endpoint } from 'ucxx-ts';
 
 const args = JSON.parse(process.argv[2] ?? '{}') as { mode: 'am' | 'tag' };
 const send = (message: Record<string, unknown>): void => {
@@ -60,6 +62,18 @@ process.on('message', (message: { type: string; count?: number; size?: number })
         }
       }
       send({ type: 'received', results });
+    } else if (message.type === 'send') {
+      // Replies nobody receives yet: `count` tag sends of `size` bytes to every open endpoint.
+      let to = 0;
+      for (const ep of endpoints) {
+        if (ep.closed) continue;
+        to++;
+        for (let i = 0; i < (message.count ?? 0); i++) ep.tagSend(new Uint8Array(message.size ?? 0), 1000n + BigInt(i)).catch(() => {});
+      }
+      send({ type: 'posted', to });
+    } else if (message.type === 'diag') {
+      const { requestsInFlight, endpoints: live } = getDiagnostics();
+      send({ type: 'diag', requestsInFlight, endpoints: live });
     } else if (message.type === 'close') {
       await context.close();
       send({ type: 'closed' });

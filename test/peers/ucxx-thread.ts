@@ -9,6 +9,8 @@
  *   with traffic in flight), 'terminate' (waits for the parent's worker.terminate(), traffic in flight),
  *   'close' (closes its Context, then returns).
  * - 'handle': reports raw handles (bigints) of its objects, for the parent to try on its own ones.
+ * - 'send-and-wait': connects to the parent's listener, posts `count` tag sends of `size` bytes that
+ *   nobody receives yet, and waits to be terminated (test/peers/thread-terminated-sends.ts).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { Context, createRemoteKeyFromSerialized } from 'ucxx-ts';
@@ -17,7 +19,11 @@ import { participant, type ExchangeInfo, type Roster } from '../helpers/thread-e
 const port = parentPort;
 if (port === null) throw new Error('ucxx-thread.js runs as a worker_threads thread');
 const data = workerData as {
-  role: 'exchange' | 'traffic' | 'handle';
+  role: 'exchange' | 'traffic' | 'handle' | 'send-and-wait';
+  /** 'send-and-wait': how many messages, of how many bytes, sent how ('tag' default, 'iov': tag, two parts; 'am': id 7, header [i]). */
+  mode?: 'tag' | 'iov' | 'am';
+  count?: number;
+  size?: number;
   id?: number;
   listenerPort?: number;
   key?: Uint8Array;
@@ -101,6 +107,24 @@ if (data.role === 'exchange') {
     default:
       await new Promise(() => undefined); // keep going until terminated
   }
+} else if (data.role === 'send-and-wait') {
+  // Posts `count` rendezvous-sized sends (tag i, bytes (i + 7 * j) & 0xff) nobody receives yet,
+  // awaits none, and waits to be terminated: UCX keeps sending from these buffers afterwards.
+  const context = new Context();
+  const worker = context.createWorker();
+  const endpoint = await worker.connect('127.0.0.1', data.listenerPort as number);
+  const count = data.count ?? 8;
+  const size = data.size ?? 64 * 1024;
+  for (let i = 0; i < count; i++) {
+    const message = new Uint8Array(size);
+    for (let j = 0; j < size; j++) message[j] = (i + 7 * j) & 0xff;
+    const sent = data.mode === 'am' ? endpoint.amSend(7, new Uint8Array([i]), message)
+      : data.mode === 'iov' ? endpoint.tagSend([message.subarray(0, 100), message.subarray(100)], BigInt(i))
+      : endpoint.tagSend(message, BigInt(i));
+    sent.catch(() => undefined);
+  }
+  port.postMessage({ type: 'sent' });
+  await new Promise(() => undefined);
 } else if (data.role === 'handle') {
   const context = new Context();
   const worker = context.createWorker();
