@@ -72,7 +72,7 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     workerAddressFormat: '1.20',
     packedRkeyFormat: '1.20',
     shmRecordFormat: '1.13', // uct_sysv_packed_rkey_t and uct_posix_packed_rkey_t are unchanged in 1.20
-    grownStructs: Object.freeze({ ucp_params_t: 88, ucp_mem_map_params_t: 48 }),
+    grownStructs: Object.freeze({ ucp_params_t: 88, ucp_mem_map_params_t: 48, ucp_ep_attr_t: 328 }),
     workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: false }),
   }),
 ]);
