@@ -49,6 +49,16 @@ export interface UcxProfile {
   readonly workarounds: {
     readonly fetchBitwiseByCompareAndSwap: boolean;
   };
+  /**
+   * UCX bugs that ucxx-ts cannot avoid (each reproduced with a stock UCX program, see
+   * docs/ucx-versions.md); they surface as typed errors, and tests that would meet them ask this.
+   * - tcpLoopbackUnreachable: a tcp interface on `lo` cannot reach another one on `lo` (UCX_TLS=tcp
+   *   UCX_NET_DEVICES=lo: "no route to" an address read from the loopback device address's namespace
+   *   bytes), so such a worker connects to nobody, itself included: ucp_ep_create says UNREACHABLE.
+   */
+  readonly unavoidableBugs: {
+    readonly tcpLoopbackUnreachable: boolean;
+  };
 }
 
 /** The tested ranges, oldest first. */
@@ -63,6 +73,7 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     shmRecordFormat: '1.13',
     grownStructs: Object.freeze({}),
     workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: true }),
+    unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: false }),
   }),
   Object.freeze<UcxProfile>({
     range: '1.19.x-1.20.x',
@@ -74,6 +85,7 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     shmRecordFormat: '1.13', // uct_sysv_packed_rkey_t and uct_posix_packed_rkey_t are unchanged in 1.20
     grownStructs: Object.freeze({ ucp_params_t: 88, ucp_mem_map_params_t: 48 }),
     workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: false }),
+    unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: true }),
   }),
 ]);
 
