@@ -32,17 +32,18 @@ export function ucxIncludeDir(): string {
 /**
  * gcc flags that build a C program against the UCX this run uses and link it to libucp/libucs: for a
  * UCXX_TS_UCX_LIBDIR, its headers, the directory and an rpath (C peers run with PATH only, so the rpath
- * is what makes them load the same UCX as ucxx-ts).
+ * is what makes them load the same UCX as ucxx-ts). The headers are system headers (-isystem), as
+ * /usr/include is: UCX 1.20's warn under the peers' -Wall -Werror (UCS_MASK's `?:` mixes signedness).
  */
 export function ucxCompileFlags(): string[] {
   const dir = ucxLibDir();
   const libs = ['-lucp', '-lucs'];
-  return dir === undefined ? libs : [`-I${ucxIncludeDir()}`, `-L${dir}`, `-Wl,-rpath,${dir}`, ...libs];
+  return dir === undefined ? libs : [`-isystem${ucxIncludeDir()}`, `-L${dir}`, `-Wl,-rpath,${dir}`, ...libs];
 }
 
 /** Include flags only (for a program that needs UCX's headers but not its libraries). */
 export function ucxIncludeFlags(): string[] {
-  return ucxLibDir() === undefined ? [] : [`-I${ucxIncludeDir()}`];
+  return ucxLibDir() === undefined ? [] : [`-isystem${ucxIncludeDir()}`];
 }
 
 /**
