@@ -58,6 +58,12 @@ export interface UcxProfile {
    */
   readonly unavoidableBugs: {
     readonly tcpLoopbackUnreachable: boolean;
+    /**
+     * UCX cannot wire up an endpoint between contexts whose features differ when their lanes differ
+     * (a stream-only peer in PEER mode, or over two links: "no remote ep address for lane", then
+     * UNREACHABLE; plain C too): ucxx-ts's UnreachableError then names the fix (the peer's features).
+     */
+    readonly featureMismatchUnreachable: boolean;
   };
 }
 
@@ -73,7 +79,7 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     shmRecordFormat: '1.13',
     grownStructs: Object.freeze({}),
     workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: true }),
-    unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: false }),
+    unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: false, featureMismatchUnreachable: true }),
   }),
   Object.freeze<UcxProfile>({
     range: '1.19.x-1.20.x',
@@ -85,7 +91,7 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     shmRecordFormat: '1.13', // uct_sysv_packed_rkey_t and uct_posix_packed_rkey_t are unchanged in 1.20
     grownStructs: Object.freeze({ ucp_params_t: 88, ucp_mem_map_params_t: 48 }),
     workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: false }),
-    unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: true }),
+    unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: true, featureMismatchUnreachable: false }),
   }),
 ]);
 

@@ -1,5 +1,7 @@
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { getUcxVersion } from 'ucxx-ts';
+import { profileFor, type UcxProfile } from '../../src/ffi/ucx-versions.js';
 
 /**
  * The environment a spawned peer gets: what a process needs to run (PATH, HOME, locale, temp dir, and
@@ -55,4 +57,12 @@ export function ucxTool(name: string): string {
   if (dir === undefined) return name;
   const candidate = join(dirname(dir), 'bin', name);
   return existsSync(candidate) ? candidate : name;
+}
+
+/**
+ * The profile (src/ffi/ucx-versions.ts) of the UCX this run loads, for tests whose expectations
+ * depend on the version: loads UCX through the package, as the library under test does.
+ */
+export function ucxProfileOfRun(): UcxProfile {
+  return profileFor(getUcxVersion());
 }
