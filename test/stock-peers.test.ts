@@ -20,7 +20,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Context, UnreachableError, type ContextOptions, type Endpoint } from 'ucxx-ts';
+import { Context, UnreachableError, getUcxVersion, type ContextOptions, type Endpoint } from 'ucxx-ts';
 import { ucxCompileFlags, ucxProfileOfRun } from './helpers/env.js';
 
 const EXAMPLES = '/usr/share/doc/libucx-dev/examples';
@@ -227,7 +227,7 @@ test('stock UCX stream client: an ucxx-ts server takes its bytes by polling (str
 test('stream in PEER mode between contexts of different features: where UCX cannot wire them (1.13) a clear error naming the fix, where it can (1.20) they talk; the fix works on both', async () => {
   // Between hosts ucxx-ts uses PEER mode, where UCX 1.13 cannot wire a stream endpoint between contexts
   // with different features; 'peer' on one host reproduces that. UCX 1.20 wires them.
-  if (ucxProfileOfRun().unavoidableBugs.featureMismatchUnreachable) {
+  if (ucxProfileOfRun(getUcxVersion()).unavoidableBugs.featureMismatchUnreachable) {
     const server = new StockProgram(['-p', '0', '-c', 'stream', '-s', '16']);
     try {
       const port = Number((await server.waitFor(/listening on IP \S+ port (\d+)/, 'its port'))?.[1]);

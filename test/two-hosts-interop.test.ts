@@ -165,7 +165,7 @@ test("stock UCX stream server in host B: features ['stream', 'wakeup'] work; wit
       // The stock server gives up on the failed client and exits: no failure of its own.
       const refused = await server.guard(ask(tsA, { type: 'connect', host: h.b.address, port }), 'the refused connect',
         25_000, { exitIsFailure: false });
-      if (ucxProfileOfRun().unavoidableBugs.featureMismatchUnreachable) {
+      if (ucxProfileOfRun(getUcxVersion()).unavoidableBugs.featureMismatchUnreachable) {
         assert.equal(refused['ok'], false, 'a default (full-featured) Context connected to a stream-only peer over two links');
         assert.equal(refused['name'], 'UnreachableError', String(refused['message']));
         assert.match(String(refused['message']), /features differ.*features: \['stream', 'wakeup'\]/s);

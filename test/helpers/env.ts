@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { getUcxVersion } from 'ucxx-ts';
 import { profileFor, type UcxProfile } from '../../src/ffi/ucx-versions.js';
 
 /**
@@ -60,9 +59,10 @@ export function ucxTool(name: string): string {
 }
 
 /**
- * The profile (src/ffi/ucx-versions.ts) of the UCX this run loads, for tests whose expectations
- * depend on the version: loads UCX through the package, as the library under test does.
+ * The profile (src/ffi/ucx-versions.ts) of a UCX version, for tests whose expectations depend on the
+ * version: pass `getUcxVersion()` of the package (this module imports no library: a test that loads
+ * src/ffi itself must not load the package's copy too).
  */
-export function ucxProfileOfRun(): UcxProfile {
-  return profileFor(getUcxVersion());
+export function ucxProfileOfRun(version: readonly [number, number, number]): UcxProfile {
+  return profileFor(version);
 }
