@@ -1,16 +1,18 @@
 /*
- * UCX 1.20.1 (libucx-cu12 wheel): a forced close of a PEER-mode endpoint with a rendezvous send that the
- * peer never matched segfaults in the next ucp_worker_progress:
+ * UCX 1.20.1 (libucx-cu12 wheel), with UCX's memory events off (UCX_MEM_EVENTS=n, or UCX_MEM_MMAP_HOOK_MODE=none,
+ * as ucxx-ts sets both): closing a PEER-mode endpoint with a rendezvous send that the peer never matched
+ * segfaults in the next ucp_worker_progress (forced, cancelled first, or graceful: 3/3 each):
  *
  *   ucp_worker_progress -> ... -> ucp_ep_reqs_purge -> ucp_proto_rndv_rts_abort
  *     -> ucp_request_memh_invalidate -> ucs_rcache_region_invalidate -> pthread_spin_lock(0x78): SIGSEGV
  *
- * UCX 1.13.1 survives the same program (it completes the send with UCS_ERR_CANCELED).
+ * UCX 1.13.1 survives the same program (it completes the send with UCS_ERR_CANCELED), and so does 1.20.1 with
+ * its default memory hooks (it then has a registration cache). UCX_PROTO_ENABLE=n does not help.
  *
  *   gcc -O2 -Wall force_close_unmatched_rndv.c -o force_close_unmatched_rndv -lucp -lucs
  *   ./force_close_unmatched_rndv server PORT &
  *   ./force_close_unmatched_rndv client 127.0.0.1 PORT [SIZE [force|cancel|flush]]
- *   sh force_close_unmatched_rndv.sh [LIBDIR]     # both sides, each way of closing, 5 tries each
+ *   UCX_MEM_EVENTS=n sh force_close_unmatched_rndv.sh [LIBDIR]   # both sides, each way of closing, 5 tries each
  *
  * The server accepts one connection request (PEER error handling) and posts no receive. The client (PEER
  * mode) sends SIZE bytes (default 4 MiB: rendezvous) with ucp_tag_send_nbx from malloc'ed memory that UCX
