@@ -659,6 +659,22 @@ function tryRun(file: string, args: string[]): string | null {
   }
 }
 
+/**
+ * With UCXX_TS_UCX_LIBDIR (a UCX other than the system's, e.g. the libucx-cu12 wheel's lib/), the C
+ * baseline is the ucx_perftest and ucx_info of that UCX: its bin/ beside lib/ goes first on PATH, and
+ * LD_LIBRARY_PATH names the lib/ (the wheel's programs do not find their libraries without it).
+ * Returns the bin/ used, or null for the system's programs.
+ */
+function useUcxLibDir(): string | null {
+  const dir = process.env['UCXX_TS_UCX_LIBDIR'];
+  if (dir === undefined || dir === '') return null;
+  const bin = path.join(path.dirname(dir), 'bin');
+  if (!existsSync(path.join(bin, 'ucx_perftest'))) return null;
+  process.env['PATH'] = `${bin}${path.delimiter}${process.env['PATH'] ?? ''}`;
+  process.env['LD_LIBRARY_PATH'] = [dir, process.env['LD_LIBRARY_PATH']].filter((x) => x).join(path.delimiter);
+  return bin;
+}
+
 function machineInfo(): MachineInfo {
   const cpus = os.cpus();
   let distro: string | null = null;
@@ -683,7 +699,7 @@ function machineInfo(): MachineInfo {
     ucx: {
       ucxxTs: ucxLoaded,
       ucxPerftest: ucxInfo === null ? null : (/Version\s+(\S+)/.exec(ucxInfo)?.[1] ?? null),
-      package: tryRun('dpkg-query', ['-W', '-f', '${Version}', 'ucx-utils']),
+      package: process.env['UCXX_TS_UCX_LIBDIR'] ? null : tryRun('dpkg-query', ['-W', '-f', '${Version}', 'ucx-utils']),
     },
     ucxxTsVersion: pkg.version,
     git: { commit: tryRun('git', ['rev-parse', 'HEAD']), dirty: status === null ? null : status.length > 0 },
@@ -773,6 +789,8 @@ async function main(): Promise<void> {
   const mode = options.short ? 'short' : 'full';
   const started = new Date();
   const loadStart = os.loadavg();
+  const ucxBin = useUcxLibDir();
+  if (ucxBin !== null) console.error(`bench: UCX from UCXX_TS_UCX_LIBDIR, C baseline from ${ucxBin}`);
   const machine = machineInfo();
   const problems: string[] = [];
   if (!existsSync(CLI)) problems.push(`${path.relative(ROOT, CLI)} is missing: build it with npm run build`);

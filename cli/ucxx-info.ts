@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * ucxx-info: what UCX sees from this process, as `ucx_info` shows it for a C program: the UCX version,
- * the transports and devices a context opens, the effective configuration, and what ucxx-ts itself
+ * the library it was loaded from (and why that one), the transports and devices a context opens, the effective configuration, and what ucxx-ts itself
  * sets or chooses.
  *
  *   ucxx-info              everything, as text
@@ -11,7 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import { readFileSync } from 'node:fs';
-import { Context, DEFAULT_FEATURES, UCX_ENVIRONMENT_DEFAULTS, getUcxVersion, type Feature } from 'ucxx-ts';
+import { Context, DEFAULT_FEATURES, UCX_ENVIRONMENT_DEFAULTS, getUcxLibrary, getUcxVersion, type Feature } from 'ucxx-ts';
 
 const USAGE = `usage: ucxx-info [--json] [-c|--config] [--features LIST]
   --json             one JSON object
@@ -57,6 +57,7 @@ async function main(): Promise<number> {
   const info = {
     ucxxTs: packageVersion(),
     ucx: `${major}.${minor}.${release}`,
+    ucxLibrary: getUcxLibrary(),
     features: context.features,
     resources: context.getResources(),
     environment,
@@ -68,6 +69,8 @@ async function main(): Promise<number> {
     return 0;
   }
   console.log(`# ucxx-ts ${info.ucxxTs} on UCX ${info.ucx}`);
+  console.log(`# libucp: ${info.ucxLibrary.path} (${info.ucxLibrary.from === 'system' ? 'the system library path; ' +
+    'UCXX_TS_UCX_LIBDIR=DIR chooses another' : 'from UCXX_TS_UCX_LIBDIR'})`);
   console.log(`# context features: ${info.features.join(', ')}`);
   console.log('#');
   console.log('# transports and devices (transport/device, memory domain):');

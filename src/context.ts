@@ -5,7 +5,7 @@ import {
 } from './internal/symbols.js';
 import { debug } from './internal/debug-log.js';
 import {
-  CONSTANTS, OutCell, StructBuffer, UCP_API_MAJOR, UCP_API_MINOR, UCS_ERR_NO_ELEM, addressOf, captureStream, ucxProfile,
+  CONSTANTS, OutCell, StructBuffer, UCP_API_MAJOR, UCP_API_MINOR, UCS_ERR_INVALID_PARAM, UCS_ERR_NO_ELEM, addressOf, captureStream, ucxProfile,
   layouts, ucx,
 } from './ffi/index.js';
 import { ClosedError, ConfigError, check } from './errors.js';
@@ -182,7 +182,13 @@ export class Context {
         }
         const value = typeof rawValue === 'boolean' ? (rawValue ? 'y' : 'n') : String(rawValue);
         const status = api.ucp_config_modify(config, name, value);
-        if (status !== 0) throw new ConfigError(status, name, value);
+        // From UCX 1.14 on, ucp_config_modify refuses a name no table has with INVALID_PARAM, which also
+        // means a bad value; an unknown name is NO_ELEM on every version, as the check after ucp_init
+        // says it on 1.13.
+        if (status !== 0) {
+          const unknown = status === UCS_ERR_INVALID_PARAM && !isKnownOption(printedOptions(), name);
+          throw new ConfigError(unknown ? UCS_ERR_NO_ELEM : status, name, value);
+        }
         requested.set(name, value);
       }
       // Our own defaults: never over what the user set, here or in the environment (UCX_*), under
@@ -476,13 +482,16 @@ function isKnownOption(known: Set<string>, name: string): boolean {
 
 /** Every option name of every configuration table UCX has registered (as `ucx_info -c` lists them). */
 function knownOptions(): Set<string> {
-  if (knownOptionNames === undefined) {
-    const api = ucx();
-    const text = captureStream((stream) => api.ucs_config_parser_print_all_opts(
-      stream, 'UCX_', Number(K.UCS_CONFIG_PRINT_CONFIG | K.UCS_CONFIG_PRINT_HIDDEN), api.ucs_config_global_list));
-    knownOptionNames = new Set(Object.keys(parseConfigLines(text)));
-  }
+  knownOptionNames ??= printedOptions();
   return knownOptionNames;
+}
+
+/** The options of every table UCX has registered so far (not cached: more register at ucp_init). */
+function printedOptions(): Set<string> {
+  const api = ucx();
+  const text = captureStream((stream) => api.ucs_config_parser_print_all_opts(
+    stream, 'UCX_', Number(K.UCS_CONFIG_PRINT_CONFIG | K.UCS_CONFIG_PRINT_HIDDEN), api.ucs_config_global_list));
+  return new Set(Object.keys(parseConfigLines(text)));
 }
 
 /**

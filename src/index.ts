@@ -37,7 +37,8 @@ export type { TransportResource } from './internal/context-info.js';
 export { UCX_ENVIRONMENT_DEFAULTS } from './ffi/library.js';
 export { getDiagnostics, type UcxxDiagnostics } from './diagnostics.js';
 
-import { ucpVersion } from './ffi/index.js';
+import { ucpVersion, ucx } from './ffi/index.js';
+import { mappedLibraryPath } from './ffi/library.js';
 
 /**
  * The version of the libucp that was loaded, e.g. [1, 13, 1].
@@ -50,4 +51,21 @@ import { ucpVersion } from './ffi/index.js';
  */
 export function getUcxVersion(): [number, number, number] {
   return ucpVersion();
+}
+
+/**
+ * Where the libucp in use came from: the file this process mapped (loading UCX if it is not loaded yet),
+ * and why that one: `UCXX_TS_UCX_LIBDIR` when it is set, else the system's library search path.
+ *
+ * @example
+ * ```ts
+ * const { path, from } = getUcxLibrary();
+ * console.log(`UCX ${getUcxVersion().join('.')} from ${path} (${from})`);
+ * // e.g. 'UCX 1.20.1 from /app/.venv/lib/python3.11/site-packages/libucx/lib/libucp.so.0 (UCXX_TS_UCX_LIBDIR)'
+ * ```
+ */
+export function getUcxLibrary(): { path: string; from: 'UCXX_TS_UCX_LIBDIR' | 'system' } {
+  ucx();
+  const dir = process.env['UCXX_TS_UCX_LIBDIR'];
+  return { path: mappedLibraryPath('libucp.so') ?? 'libucp.so.0', from: dir !== undefined && dir !== '' ? 'UCXX_TS_UCX_LIBDIR' : 'system' };
 }

@@ -7,8 +7,10 @@ import { strict as assert } from 'node:assert';
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { getUcxVersion } from 'ucxx-ts';
 import { PERF_TESTS } from '../cli/perf/tests.js';
+import { ucxLibDir } from './helpers/env.js';
 
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist', 'cli', 'ucxx-perf.js');
 
@@ -132,10 +134,18 @@ test('ucxx-info: the UCX version, the transports this host has, what ucxx-ts set
   const json = spawnSync(process.execPath, [INFO, '--json'], { encoding: 'utf8', timeout: 30_000 });
   assert.equal(json.status, 0, json.stderr);
   const info = JSON.parse(json.stdout) as {
-    ucx: string; resources: { transport: string; device: string }[]; environment: { name: string }[];
-    config: Record<string, string>;
+    ucx: string; ucxLibrary: { path: string; from: string }; resources: { transport: string; device: string }[];
+    environment: { name: string }[]; config: Record<string, string>;
   };
-  assert.match(info.ucx, /^1\.13\.\d+$/);
+  // The UCX this run chose (UCXX_TS_UCX_LIBDIR, else the system's), and the file it came from.
+  assert.equal(info.ucx, getUcxVersion().join('.'));
+  const libDir = ucxLibDir();
+  assert.equal(info.ucxLibrary.from, libDir === undefined ? 'system' : 'UCXX_TS_UCX_LIBDIR');
+  assert.match(path.basename(info.ucxLibrary.path), /^libucp\.so/);
+  if (libDir !== undefined) assert.equal(path.dirname(info.ucxLibrary.path), realpathSync(libDir));
+  else assert.ok(existsSync(info.ucxLibrary.path), info.ucxLibrary.path);
+  const text = spawnSync(process.execPath, [INFO], { encoding: 'utf8', timeout: 30_000 });
+  assert.match(text.stdout, new RegExp(`^# ucxx-ts \\S+ on UCX ${info.ucx.replace(/\./g, '\\.')}\n# libucp: ${info.ucxLibrary.path.replace(/[.]/g, '\\.')} `, 'm'));
   const transports = new Set(info.resources.map((r) => r.transport));
   for (const t of ['tcp', 'sysv', 'posix', 'cma', 'self']) assert.ok(transports.has(t), `no ${t} in ${[...transports].join(', ')}`);
   assert.ok(info.resources.some((r) => r.transport === 'tcp' && r.device === 'lo'));

@@ -17,9 +17,11 @@ import {
 } from '../src/internal/serialized-remote-key.js';
 import { checkPackedRkeyAgainstReference, parsePackedRkey } from '../src/internal/packed-rkey.js';
 import { RemoteKeyFormatError } from '../src/internal/remote-key-format-error.js';
-import { ucxProfile } from '../src/ffi/index.js';
+import { selectProfile } from '../src/ffi/ucx-versions.js';
 
-ucxProfile(); // loads UCX: the parsers check the loaded version's formats
+// The fixtures are UCX 1.13.1's keys: the parsers check 1.13's format here, whichever UCX the run loads
+// (none: this file loads no library). Keys of UCX 1.20 are tested in packed-rkey-1.20.test.ts.
+selectProfile([1, 13, 1]);
 
 const hex = (s: string): Uint8Array => new Uint8Array(Buffer.from(s, 'hex'));
 const toHex = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('hex');

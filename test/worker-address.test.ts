@@ -11,6 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
 import { Context, UcxError, WorkerAddressFormatError, type Worker } from 'ucxx-ts';
+import { requireLoadedProfile, type UcxFormat } from '../src/ffi/ucx-versions.js';
 import {
   WorkerAddressFormatError as InternalFormatError, parseWorkerAddress, transportOfCsum, ucsCrc16,
   validateWorkerAddress,
@@ -114,6 +115,67 @@ const FIXTURES: Record<string, { hex: string; transports: string }> = {
   },
 };
 
+/**
+ * Addresses packed by UCX 1.20.1 (the libucx-cu12 wheel) on the same host (eth0 = 192.0.2.2 and lo, in a
+ * non-default network namespace). v1 ends with the empty device `0x84 0x80` (md index = release 4), and
+ * v2's first byte carries the release in its high nibble (0x41).
+ */
+const FIXTURES_120: Record<string, { hex: string; transports: string }> = {
+  'default (v1)': {
+    hex: '201afaf46e7454b97e0000637577cc2b320040975000000000004f03c088380c044c46838a8501060002c0000202cf1917b7513897' +
+      '63344bd7e037370013230082e49101120102bdba97ff85086bcef9ffffef00000000cf1917b75138539e3e4bd7e037370113230082e5' +
+      'fb0208bdba97ff85086b4e8d5377cc2b320000705077ccab33004f23c0880c808500000000000308bdba97ff85086b4ea7d377cc2b32' +
+      '0000705077ccab33004f23c088620a0000070000c00408bdba97ff85086b4e478bbd37063600242e5077ccab330092210084620a0000' +
+      '8480',
+    transports: 'self|tcp|tcp|sysv|posix|cma|',
+  },
+  'TLS=tcp': {
+    hex: '206272c87cf61e61a200060002c0000202cf1917b751389763344bd7e0373700132300828cf300120102bdba97ff85086bcef9ffff' +
+      'ef00000000cf1917b75138539e3e4bd7e037370113230082b67b8480',
+    transports: 'tcp|tcp|',
+  },
+  'TLS=sm': {
+    hex: '2005dd13e8525a8cee0008bdba97ff85086b4e8d5377cc2b320000705077ccab33004f23c08815808500000000000108bdba97ff85' +
+      '086b4ea7d377cc2b320000705077ccab33004f23c088620a0040050000c00208bdba97ff85086b4e478bbd37063600242e5077ccab33' +
+      '0092210084620a00008480',
+    transports: 'sysv|posix|cma|',
+  },
+  'ADDRESS_VERSION=v2': {
+    hex: '4102527469ef9e42678c000063754426000080001b0388214216fd5dde451101060002c0000202cf190c015a0080008b0082c59501' +
+      '120102bdba97ff85086bcef9ffffef00000000cf190c015a0180008b00828ed70208bdba97ff85086b4e8d5344e5430081009b038817' +
+      '808500000000000308bdba97ff85086b4ea7d344e5430081009b0388620a0000070000c00488bdba97ff85086b4e478bfb5543000000' +
+      '990084620a0000',
+    transports: 'self|tcp|tcp|sysv|posix|cma',
+  },
+  'ADDRESS_DEBUG_INFO=y (name "vm:2658")': {
+    hex: '300090ed39ee38181507766d3a323635380000637577cc2b320040975000000000004f03c0888bed0c75c56af16201060002c00002' +
+      '02cf1917b751389763344bd7e037370013230082d67901120102bdba97ff85086bcef9ffffef00000000cf1917b75138539e3e4bd7e0' +
+      '37370113230082a3cd0208bdba97ff85086b4e8d5377cc2b320000705077ccab33004f23c0881b808500000000000308bdba97ff8508' +
+      '6b4ea7d377cc2b320000705077ccab33004f23c088620a0000070000c00408bdba97ff85086b4e478bbd37063600242e5077ccab3300' +
+      '92210084620a00008480',
+    transports: 'self|tcp|tcp|sysv|posix|cma|',
+  },
+  'ADDRESS_VERSION=v2 ADDRESS_DEBUG_INFO=y': {
+    hex: '410338af30979065ce6707766d3a32363538000063754426000080001b03888076a503b82fc2e101060002c0000202cf190c015a00' +
+      '80008b0082ca5301120102bdba97ff85086bcef9ffffef00000000cf190c015a0180008b0082ea530208bdba97ff85086b4e8d5344e5' +
+      '430081009b03881d808500000000000308bdba97ff85086b4ea7d344e5430081009b0388620a0000070000c00488bdba97ff85086b4e' +
+      '478bfb5543000000990084620a0000',
+    transports: 'self|tcp|tcp|sysv|posix|cma',
+  },
+};
+
+/** The fixtures packed by the UCX of a format (a live worker's address is of the loaded format). */
+const FIXTURES_OF: Record<'1.13' | '1.20', Record<string, { hex: string; transports: string }>> = {
+  '1.13': FIXTURES, '1.20': FIXTURES_120,
+};
+
+/** The loaded UCX's worker address format (UCX is loaded by then: a Context exists). */
+function loadedFormat(): '1.13' | '1.20' {
+  const format = requireLoadedProfile().workerAddressFormat;
+  assert.ok(format === '1.13' || format === '1.20', `no worker address parser for this UCX (${format})`);
+  return format;
+}
+
 /** The configurations whose live addresses are checked (each worker also connects to itself). */
 const CONFIGS: Record<string, string>[] = [
   {}, { TLS: 'tcp' }, { TLS: 'sm' }, { TLS: 'tcp,self' }, { NET_DEVICES: 'lo' }, { TLS: 'posix' }, { TLS: 'sysv,cma' },
@@ -141,6 +203,26 @@ async function roundTrip(worker: Worker, address: Uint8Array, tag: bigint): Prom
     await endpoint.close();
   }
 }
+
+test('the hex fixtures of UCX 1.20.1 validate as 1.20, and each version refuses the other\'s v1 addresses', () => {
+  for (const [name, fixture] of Object.entries(FIXTURES_120)) {
+    const bytes = fromHex(fixture.hex);
+    assert.doesNotThrow(() => validateWorkerAddress(bytes, '1.20'), name);
+    assert.equal(transportsOf(bytes, '1.20'), fixture.transports, name);
+  }
+  const named = parseWorkerAddress(fromHex((FIXTURES_120['ADDRESS_DEBUG_INFO=y (name "vm:2658")'] as { hex: string }).hex), '1.20');
+  assert.equal(named.version, 1);
+  assert.equal(named.name, 'vm:2658');
+  assert.equal(named.uuid, 0x151838ee39ed9000n);
+  const v2 = parseWorkerAddress(fromHex((FIXTURES_120['ADDRESS_VERSION=v2'] as { hex: string }).hex), '1.20');
+  assert.equal(v2.version, 2);
+  // A v2 address of 1.20 (release nibble) is not one 1.13 packs; 1.13's ALLOC/REG md flags read as md
+  // indices beyond 64 in 1.20's 7-bit field.
+  assert.throws(() => validateWorkerAddress(fromHex((FIXTURES_120['ADDRESS_VERSION=v2'] as { hex: string }).hex), '1.13'),
+    /v2 header byte 0x41 has bits in its high nibble/);
+  assert.throws(() => validateWorkerAddress(fromHex((FIXTURES['TLS=sm'] as { hex: string }).hex), '1.20'),
+    /md index 64, beyond UCP_MAX_MDS/);
+});
 
 test('the hex fixtures (UCX 1.13.1 addresses of several configurations) validate', () => {
   for (const [name, fixture] of Object.entries(FIXTURES)) {
@@ -233,7 +315,8 @@ test('every truncation of genuine addresses is refused, and so is every extensio
     const workers = contexts.map((c) => c.createWorker());
     for (const w of workers) live.push(w.getAddress());
     const worker = workers[0] as Worker;
-    const all = [...live, ...Object.values(FIXTURES).map((f) => fromHex(f.hex))];
+    // The fixtures of the loaded UCX's format: another version's addresses are refused whole.
+    const all = [...live, ...Object.values(FIXTURES_OF[loadedFormat()]).map((f) => fromHex(f.hex))];
     for (const address of all) {
       assert.throws(() => validateWorkerAddress(address.subarray(0, 0)), InternalFormatError);
       assert.throws(() => worker.connectToAddress(address.subarray(0, 0)), RangeError);
@@ -333,34 +416,38 @@ test('the malformations that crash UCX 1.13 are refused with a precise message',
 test('synthetic addresses: IB, posix, cma and empty lists follow the transports\' own rules', async () => {
   const V1_ATTRS = '17b751389763344bd7e0373700132300';
   const HEAD = '200102030405060708';
-  const ib = (dev: string, udAddr: string): Uint8Array => fromHex(
-    `${HEAD}25${(0x80 | (dev.length / 2)).toString(16)}${dev}278a${V1_ATTRS}00` + `31d1${V1_ATTRS}${(0x80 | (udAddr.length / 2)).toString(16).padStart(2, '0')}${udAddr}`);
-  // IB link layer, LID only; with path MTU; RoCE GID + pkey.
-  for (const dev of ['003412', '02341204', `0c${'ab'.repeat(16)}ffff`, '4034120011223344556677']) {
-    assert.doesNotThrow(() => validateWorkerAddress(ib(dev, '563412'), '1.13'), dev);
+  // Both parsers: a v1 md byte is REG 0x20 / ALLOC 0x40 | 5-bit index in 1.13, a bare 7-bit index in 1.20.
+  for (const format of ['1.13', '1.20'] as const) {
+    const md = (byte13: number): string => (format === '1.13' ? byte13 : byte13 & 0x1f).toString(16).padStart(2, '0');
+    const ib = (dev: string, udAddr: string): Uint8Array => fromHex(
+      `${HEAD}${md(0x25)}${(0x80 | (dev.length / 2)).toString(16)}${dev}278a${V1_ATTRS}00` + `31d1${V1_ATTRS}${(0x80 | (udAddr.length / 2)).toString(16).padStart(2, '0')}${udAddr}`);
+    // IB link layer, LID only; with path MTU; RoCE GID + pkey.
+    for (const dev of ['003412', '02341204', `0c${'ab'.repeat(16)}ffff`, '4034120011223344556677']) {
+      assert.doesNotThrow(() => validateWorkerAddress(ib(dev, '563412'), format), dev);
+    }
+    assert.throws(() => validateWorkerAddress(ib('0034', '563412'), format), /must be 3 bytes for flags 0x0/);
+    assert.throws(() => validateWorkerAddress(ib('403412', '563412'), format), /must be 11 bytes/);
+    assert.throws(() => validateWorkerAddress(ib('303412aaaa', '563412'), format), /both SUBNET16 and SUBNET64/);
+    assert.throws(() => validateWorkerAddress(ib('003412', '5634'), format), /ud_verbs\) address must be 3 bytes/);
+
+    const posix = (addr: string): Uint8Array =>
+      fromHex(`${HEAD}${md(0x40)}88e8b9910daaf10a1ea7d3${V1_ATTRS}${(0x80 | (addr.length / 2)).toString(16)}${addr}`);
+    assert.doesNotThrow(() => validateWorkerAddress(posix('1b816a4f000000002f746d7000'), format)); // dir "/tmp"
+    assert.throws(() => validateWorkerAddress(posix('1b816a4f000000002f746d70'), format), /one NUL-terminated string/);
+    assert.throws(() => validateWorkerAddress(posix('1b816a4f00000000'), format), /lacks the backing directory/);
+    assert.doesNotThrow(() => validateWorkerAddress(posix('2a00000007000090' + '0102030405060708'), format)); // procfs + pid ns
+    assert.throws(() => validateWorkerAddress(posix('2a00000007000090'), format), /procfs segment id with PID namespace/);
+    assert.throws(() => validateWorkerAddress(posix('2a00000007000010' + '0102030405060708'), format), /without the procfs flag/);
+
+    const cma = (addr: string): Uint8Array =>
+      fromHex(`${HEAD}${md(0x24)}88e8b9910daaf10a1e478b${V1_ATTRS}${(0x80 | (addr.length / 2)).toString(16)}${addr}`);
+    assert.doesNotThrow(() => validateWorkerAddress(cma('96200000'), format));
+    assert.doesNotThrow(() => validateWorkerAddress(cma(`96200080${'00'.repeat(4)}${'11'.repeat(8)}`), format));
+    assert.throws(() => validateWorkerAddress(cma('96200080'), format), /PID namespace flag \(bit 31\) but no namespace/);
+
+    // An unknown transport is walked over, whatever its addresses: UCX never hands it to a transport.
+    assert.doesNotThrow(() => validateWorkerAddress(fromHex(`${HEAD}${md(0x25)}83aabbcc3412${V1_ATTRS}85${'ee'.repeat(5)}`), format));
   }
-  assert.throws(() => validateWorkerAddress(ib('0034', '563412'), '1.13'), /must be 3 bytes for flags 0x0/);
-  assert.throws(() => validateWorkerAddress(ib('403412', '563412'), '1.13'), /must be 11 bytes/);
-  assert.throws(() => validateWorkerAddress(ib('303412aaaa', '563412'), '1.13'), /both SUBNET16 and SUBNET64/);
-  assert.throws(() => validateWorkerAddress(ib('003412', '5634'), '1.13'), /ud_verbs\) address must be 3 bytes/);
-
-  const posix = (addr: string): Uint8Array =>
-    fromHex(`${HEAD}4088e8b9910daaf10a1ea7d3${V1_ATTRS}${(0x80 | (addr.length / 2)).toString(16)}${addr}`);
-  assert.doesNotThrow(() => validateWorkerAddress(posix('1b816a4f000000002f746d7000'), '1.13')); // dir "/tmp"
-  assert.throws(() => validateWorkerAddress(posix('1b816a4f000000002f746d70'), '1.13'), /one NUL-terminated string/);
-  assert.throws(() => validateWorkerAddress(posix('1b816a4f00000000'), '1.13'), /lacks the backing directory/);
-  assert.doesNotThrow(() => validateWorkerAddress(posix('2a00000007000090' + '0102030405060708'))); // procfs + pid ns
-  assert.throws(() => validateWorkerAddress(posix('2a00000007000090')), /procfs segment id with PID namespace/);
-  assert.throws(() => validateWorkerAddress(posix('2a00000007000010' + '0102030405060708')), /without the procfs flag/);
-
-  const cma = (addr: string): Uint8Array =>
-    fromHex(`${HEAD}2488e8b9910daaf10a1e478b${V1_ATTRS}${(0x80 | (addr.length / 2)).toString(16)}${addr}`);
-  assert.doesNotThrow(() => validateWorkerAddress(cma('96200000')));
-  assert.doesNotThrow(() => validateWorkerAddress(cma(`96200080${'00'.repeat(4)}${'11'.repeat(8)}`)));
-  assert.throws(() => validateWorkerAddress(cma('96200080')), /PID namespace flag \(bit 31\) but no namespace/);
-
-  // An unknown transport is walked over, whatever its addresses: UCX never hands it to a transport.
-  assert.doesNotThrow(() => validateWorkerAddress(fromHex(`${HEAD}2583aabbcc3412${V1_ATTRS}85${'ee'.repeat(5)}`)));
 
   // The empty list (UCP_NULL_RESOURCE): well-formed, and UCX refuses to connect to it.
   const empty = fromHex(`${HEAD}ff`);

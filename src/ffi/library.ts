@@ -5,6 +5,7 @@
  * must not silently fall back to another UCX), else the dynamic linker's own search path
  * (LD_LIBRARY_PATH, ld.so.cache), which is where Debian's `libucx0` puts them.
  */
+import { readFileSync } from 'node:fs';
 import koffi from 'koffi';
 import * as path from 'node:path';
 
@@ -102,6 +103,24 @@ function applyEnvironmentDefaults(): void {
   for (const [name, value] of Object.entries(UCX_ENVIRONMENT_DEFAULTS)) {
     if (env[name] === undefined) env[name] = value;
   }
+}
+
+/**
+ * The file of a loaded library whose name starts with `prefix` (e.g. 'libucp.so'), as /proc/self/maps
+ * names it (symbolic links resolved), or undefined where there is no such mapping or no /proc.
+ */
+export function mappedLibraryPath(prefix: string): string | undefined {
+  let maps: string;
+  try {
+    maps = readFileSync('/proc/self/maps', 'utf8');
+  } catch {
+    return undefined;
+  }
+  for (const line of maps.split('\n')) {
+    const file = line.slice(line.indexOf('/'));
+    if (line.includes('/') && path.basename(file).startsWith(prefix)) return file;
+  }
+  return undefined;
 }
 
 /** Loads libucs, then libucp (which depends on it), then libc for memstream-based config printing. */

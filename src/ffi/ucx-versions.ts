@@ -49,6 +49,22 @@ export interface UcxProfile {
   readonly workarounds: {
     readonly fetchBitwiseByCompareAndSwap: boolean;
   };
+  /**
+   * UCX bugs that ucxx-ts cannot avoid (each reproduced with a stock UCX program, see
+   * docs/ucx-versions.md); they surface as typed errors, and tests that would meet them ask this.
+   * - tcpLoopbackUnreachable: a tcp interface on `lo` cannot reach another one on `lo` (UCX_TLS=tcp
+   *   UCX_NET_DEVICES=lo: "no route to" an address read from the loopback device address's namespace
+   *   bytes), so such a worker connects to nobody, itself included: ucp_ep_create says UNREACHABLE.
+   */
+  readonly unavoidableBugs: {
+    readonly tcpLoopbackUnreachable: boolean;
+    /**
+     * UCX cannot wire up an endpoint between contexts whose features differ when their lanes differ
+     * (a stream-only peer in PEER mode, or over two links: "no remote ep address for lane", then
+     * UNREACHABLE; plain C too): ucxx-ts's UnreachableError then names the fix (the peer's features).
+     */
+    readonly featureMismatchUnreachable: boolean;
+  };
 }
 
 /** The tested ranges, oldest first. */
@@ -63,6 +79,7 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     shmRecordFormat: '1.13',
     grownStructs: Object.freeze({}),
     workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: true }),
+    unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: false, featureMismatchUnreachable: true }),
   }),
   Object.freeze<UcxProfile>({
     range: '1.19.x-1.20.x',
@@ -74,6 +91,7 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     shmRecordFormat: '1.13', // uct_sysv_packed_rkey_t and uct_posix_packed_rkey_t are unchanged in 1.20
     grownStructs: Object.freeze({ ucp_params_t: 88, ucp_mem_map_params_t: 48, ucp_ep_attr_t: 328 }),
     workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: false }),
+    unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: true, featureMismatchUnreachable: false }),
   }),
 ]);
 

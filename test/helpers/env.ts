@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { profileFor, type UcxProfile } from '../../src/ffi/ucx-versions.js';
 
 /**
  * The environment a spawned peer gets: what a process needs to run (PATH, HOME, locale, temp dir, and
@@ -32,17 +33,18 @@ export function ucxIncludeDir(): string {
 /**
  * gcc flags that build a C program against the UCX this run uses and link it to libucp/libucs: for a
  * UCXX_TS_UCX_LIBDIR, its headers, the directory and an rpath (C peers run with PATH only, so the rpath
- * is what makes them load the same UCX as ucxx-ts).
+ * is what makes them load the same UCX as ucxx-ts). The headers are system headers (-isystem), as
+ * /usr/include is: UCX 1.20's warn under the peers' -Wall -Werror (UCS_MASK's `?:` mixes signedness).
  */
 export function ucxCompileFlags(): string[] {
   const dir = ucxLibDir();
   const libs = ['-lucp', '-lucs'];
-  return dir === undefined ? libs : [`-I${ucxIncludeDir()}`, `-L${dir}`, `-Wl,-rpath,${dir}`, ...libs];
+  return dir === undefined ? libs : [`-isystem${ucxIncludeDir()}`, `-L${dir}`, `-Wl,-rpath,${dir}`, ...libs];
 }
 
 /** Include flags only (for a program that needs UCX's headers but not its libraries). */
 export function ucxIncludeFlags(): string[] {
-  return ucxLibDir() === undefined ? [] : [`-I${ucxIncludeDir()}`];
+  return ucxLibDir() === undefined ? [] : [`-isystem${ucxIncludeDir()}`];
 }
 
 /**
@@ -54,4 +56,13 @@ export function ucxTool(name: string): string {
   if (dir === undefined) return name;
   const candidate = join(dirname(dir), 'bin', name);
   return existsSync(candidate) ? candidate : name;
+}
+
+/**
+ * The profile (src/ffi/ucx-versions.ts) of a UCX version, for tests whose expectations depend on the
+ * version: pass `getUcxVersion()` of the package (this module imports no library: a test that loads
+ * src/ffi itself must not load the package's copy too).
+ */
+export function ucxProfileOfRun(version: readonly [number, number, number]): UcxProfile {
+  return profileFor(version);
 }
