@@ -15,7 +15,7 @@ import {
 } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
 import { within, sleep } from './helpers/deadline.js';
-import { readAll, writeAll, type ReadReport } from './helpers/duplex-run.js';
+import { readAll, writeAll, type DuplexPeerPlan, type ReadReport } from './helpers/duplex-run.js';
 import { firstMismatch, pattern } from './helpers/pattern.js';
 
 const MiB = 1 << 20;
@@ -48,16 +48,7 @@ async function nextEndpoint(side: Side): Promise<Endpoint> {
   return within(wait(), 20_000, 'the peer to connect');
 }
 
-interface PeerPlan {
-  size: number;
-  seed: number;
-  expectSize: number;
-  expectSeed: number;
-  allowHalfOpen?: boolean;
-  features?: Feature[];
-}
-
-function startPeer(side: Side, plan: PeerPlan): Peer {
+function startPeer(side: Side, plan: DuplexPeerPlan): Peer {
   return Peer.start('duplex-peer', { port: side.port, ...plan });
 }
 

@@ -4,11 +4,24 @@
  * pattern the peer writes. Used by the test and by its peer process (test/peers/duplex-peer.ts).
  */
 import { Readable, Writable, type Duplex } from 'node:stream';
+import type { Feature } from 'ucxx-ts';
 import { pipeline } from 'node:stream/promises';
 import { pattern } from './pattern.js';
 import { sleep } from './deadline.js';
 
 const MiB = 1 << 20;
+
+/** What the peer process (test/peers/duplex-peer.ts) writes and expects: its command-line config. */
+export interface DuplexPeerPlan {
+  /** Bytes it writes, from pattern `seed`. */
+  size: number;
+  seed: number;
+  /** Bytes it expects to read, from pattern `expectSeed`. */
+  expectSize: number;
+  expectSeed: number;
+  allowHalfOpen?: boolean;
+  features?: Feature[];
+}
 
 /** What one side saw. */
 export interface ReadReport {

@@ -7,17 +7,11 @@
  * endpoint is still open), then waits for 'exit'. `features` sets the Context's features.
  */
 import '../helpers/peer-errors.js';
-import { Context, createEndpointDuplex, type Feature } from 'ucxx-ts';
-import { readAll, writeAll } from '../helpers/duplex-run.js';
+import { Context, createEndpointDuplex } from 'ucxx-ts';
+import { readAll, writeAll, type DuplexPeerPlan } from '../helpers/duplex-run.js';
 
-interface Config {
+interface Config extends DuplexPeerPlan {
   port: number;
-  size: number;
-  seed: number;
-  expectSize: number;
-  expectSeed: number;
-  allowHalfOpen?: boolean;
-  features?: Feature[];
 }
 
 const config = JSON.parse(process.argv[2] ?? '{}') as Config;
