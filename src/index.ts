@@ -53,6 +53,14 @@ export function getUcxVersion(): [number, number, number] {
   return ucpVersion();
 }
 
+/** What `getUcxLibrary()` reports. */
+export interface UcxLibraryInfo {
+  /** The libucp file this process mapped (the soname when /proc does not show it). */
+  path: string;
+  /** Why that one: `UCXX_TS_UCX_LIBDIR` when it is set, else the system's library search path. */
+  from: 'UCXX_TS_UCX_LIBDIR' | 'system';
+}
+
 /**
  * Where the libucp in use came from: the file this process mapped (loading UCX if it is not loaded yet),
  * and why that one: `UCXX_TS_UCX_LIBDIR` when it is set, else the system's library search path.
@@ -64,7 +72,7 @@ export function getUcxVersion(): [number, number, number] {
  * // e.g. 'UCX 1.20.1 from /app/.venv/lib/python3.11/site-packages/libucx/lib/libucp.so.0 (UCXX_TS_UCX_LIBDIR)'
  * ```
  */
-export function getUcxLibrary(): { path: string; from: 'UCXX_TS_UCX_LIBDIR' | 'system' } {
+export function getUcxLibrary(): UcxLibraryInfo {
   ucx();
   const dir = process.env['UCXX_TS_UCX_LIBDIR'];
   return { path: mappedLibraryPath('libucp.so') ?? 'libucp.so.0', from: dir !== undefined && dir !== '' ? 'UCXX_TS_UCX_LIBDIR' : 'system' };
