@@ -20,7 +20,7 @@ import { debug } from './internal/debug-log.js';
 import { EventEmitter } from 'node:events';
 import {
   CONSTANTS, OutCell, StructBuffer, UCS_ERR_CANCELED, UCS_ERR_CONNECTION_RESET, UCS_ERR_INVALID_PARAM, UCS_ERR_UNREACHABLE,
-  captureStream, layouts, registerCallback, statusOfPtr, ucx, withUcxLogsQuiet, type Ptr,
+  addressOf, captureStream, layouts, registerCallback, statusOfPtr, ucx, withUcxLogsQuiet, type Ptr,
 } from './ffi/index.js';
 import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
@@ -30,6 +30,7 @@ import { buildIov } from './internal/iov.js';
 import { promiseOperation, requestOperation } from './engine/operations.js';
 import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
+import { OWN_MEMH_MIN } from './engine/own-memh.js';
 import {
   kAbandon, kAborted, kBindSignal, kCreate, kDefer, kDetachable, kEndpointClosed, kEndpointOpened, kEndpointRef,
   kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMaxAmHeader, kParkIfHeld,
@@ -575,9 +576,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       let bytes = 0;
       for (const part of parts) bytes += part.byteLength;
       const contig = requests.params.send;
-      if (bytes >= COPY_MIN) return this.#sendFromCopy(parts, bytes, contig, (address) => fn(ep, address, bytes, t, contig.address), what, null, signal);
+      if (bytes >= COPY_MIN) return this.#sendFromCopy(parts, bytes, contig, (address, params) => fn(ep, address, bytes, t, params), what, null, signal);
     }
     const keep = data === buffer ? buffer : [buffer, data];
+    const own = this.#ownMemhBlock(block, count);
+    if (own !== null) {
+      const request = this.#sendWithOwnMemh(addressOf(data as Uint8Array), count, own, (address, params) => fn(ep, address, count, t, params), what, keep, signal, null);
+      if (request !== null) return request;
+    }
     const request = requests.void(requests.slot(block), fn(ep, data as Buffer, count, t, block.address), what, keep);
     return this.#posted(request, false, signal);
   }
@@ -786,11 +792,59 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     block.setFlags(flags);
     if (COPY_THREAD_SENDS && data !== null && (count >= COPY_MIN || (flags & Number(K.UCP_AM_SEND_FLAG_RNDV)) !== 0)) {
       return this.#sendFromCopy([asBytes(data, 'amSend data')], count, block,
-        (address) => ucx().ucp_am_send_nbx(ep, id, header, headerLength, address, count, block.address), 'amSend', header, signal);
+        (address, params) => ucx().ucp_am_send_nbx(ep, id, header, headerLength, address, count, params), 'amSend', header, signal);
     }
     const keep = header === null ? data : [header, data];
+    const own = data === null ? null : this.#ownMemhBlock(block, count);
+    if (own !== null) {
+      own.setFlags(flags);
+      const request = this.#sendWithOwnMemh(addressOf(ffiMemory(data) as Uint8Array), count, own,
+        (address, params) => ucx().ucp_am_send_nbx(ep, id, ffiMemory(header), headerLength, address, count, params), 'amSend', keep, signal, null);
+      if (request !== null) return request;
+    }
     const request = requests.void(requests.slot(block), ucx().ucp_am_send_nbx(ep, id, ffiMemory(header), headerLength, ffiMemory(data), count, block.address), 'amSend', keep);
     return this.#posted(request, false, signal);
+  }
+
+  /**
+   * The parameter block with a memory handle that a contiguous send of `count` bytes with `block` takes
+   * on this endpoint, or null: where the profile's `peerRendezvousOwnMemh` applies (UCX 1.20), a send
+   * that may go by rendezvous on an endpoint that may be in PEER mode (an accepted one's mode is not
+   * known here) gets a handle of ucxx-ts's own (src/engine/own-memh.ts).
+   */
+  #ownMemhBlock(block: ParamBlock, count: number): ParamBlock | null {
+    const requests = this.#worker[kRequests];
+    if (requests.ownMemh === null || this.#peerMode === false || count < OWN_MEMH_MIN) return null;
+    const params = requests.params;
+    return block === params.send ? params.sendOwnMemh : block === params.amSend ? params.amSendOwnMemh : null;
+  }
+
+  /**
+   * Posts a send of `count` bytes at `address` with `block` (one of the OwnMemh blocks, flags written)
+   * and a handle mapped for it, unmapped (then `after` run) once UCX is done; null where UCX refused
+   * the mapping (the caller posts it without).
+   */
+  #sendWithOwnMemh(
+    address: bigint, count: number, block: ParamBlock, post: (address: bigint, params: bigint) => Ptr, what: string,
+    keep: unknown, signal: AbortSignal | undefined, after: (() => void) | null,
+  ): Request<void> | null {
+    const requests = this.#worker[kRequests];
+    const own = requests.ownMemh as NonNullable<typeof requests.ownMemh>;
+    const memh = own.map(address, count);
+    if (memh === null) return null;
+    block.setMemh(memh);
+    const request = requests.void(requests.slot(block), post(address, block.address), what, keep);
+    const unmap = own.unmapper(memh);
+    const done = after === null ? unmap : () => {
+      unmap();
+      after();
+    };
+    if (request.completed) {
+      done(); // UCX holds nothing: done at once, or failed, or completed inside the call
+      return request;
+    }
+    request[kUcxDone] = done;
+    return this.#inFlight(request, false, signal);
   }
 
   /**
@@ -798,12 +852,18 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * completion frees (src/internal/thread-send-copy.ts).
    */
   #sendFromCopy(
-    parts: readonly Uint8Array[], bytes: number, block: ParamBlock, post: (address: bigint) => Ptr, what: string,
+    parts: readonly Uint8Array[], bytes: number, block: ParamBlock, post: (address: bigint, params: bigint) => Ptr, what: string,
     keep: unknown, signal: AbortSignal | undefined,
   ): Request<void> {
     const requests = this.#worker[kRequests];
     const copy = copyForSend(parts, bytes);
-    const request = requests.void(requests.slot(block), post(copy.address), what, keep);
+    const own = this.#ownMemhBlock(block, bytes);
+    if (own !== null) {
+      own.setFlags(block === requests.params.amSend ? block.struct.getU32('flags') : 0);
+      const sent = this.#sendWithOwnMemh(copy.address, bytes, own, post, what, keep, signal, copy.free);
+      if (sent !== null) return sent;
+    }
+    const request = requests.void(requests.slot(block), post(copy.address, block.address), what, keep);
     if (request.completed) {
       copy.free(); // UCX holds nothing: done at once, or failed, or completed inside the call
       return request;

@@ -13,8 +13,9 @@ import { debug } from './internal/debug-log.js';
 import {
   CONSTANTS, OutCell, StructBuffer, UCS_ERR_NOT_CONNECTED, UCS_ERR_NO_MEMORY, UCS_ERR_REJECTED,
   UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucx,
-  type Ptr,
+  ucxProfile, type Ptr,
 } from './ffi/index.js';
+import { OwnMemh } from './engine/own-memh.js';
 import { CanceledError, ClosedError, ConnectionRefusedError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
 import { ProgressEngine, type ProgressMode } from './engine/progress-engine.js';
@@ -193,6 +194,7 @@ export class Worker {
       busyChanged: () => this[kUpdateBusy](),
     });
     this[kRequests] = requests;
+    if (ucxProfile().workarounds.peerRendezvousOwnMemh) requests.ownMemh = new OwnMemh(contextHandle);
     try {
       this.#engine = new ProgressEngine(
         this.#handle as bigint, mode, wakeup, () => {

@@ -102,6 +102,16 @@ int main(int argc, char **argv) {
     char *buf = malloc(size);
     memset(buf, 0x5e, size);
     ucp_request_param_t sp = { .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK, .cb.send = on_send };
+    /* USER_MEMH=1: the workaround ucxx-ts applies on 1.20: the send buffer mapped with ucp_mem_map and
+     * its handle passed to the send (UCP_OP_ATTR_FIELD_MEMH), so the purge skips the invalidation. */
+    ucp_mem_h memh = NULL;
+    if (getenv("USER_MEMH") != NULL && atoi(getenv("USER_MEMH")) != 0) {
+        ucp_mem_map_params_t mp = { .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                                    .address = buf, .length = size };
+        CHECK(ucp_mem_map(ctx, &mp, &memh));
+        sp.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        sp.memh = memh;
+    }
     /* First a synchronous 8-byte send, then the rendezvous one: nothing matches either. */
     static char small[8];
     ucp_request_param_t sync_param = { .op_attr_mask = 0 };
@@ -137,6 +147,7 @@ int main(int argc, char **argv) {
     printf("client: survived (send %s)\n", send_done ? ucs_status_string(send_status) : "never completed");
     if (send != NULL && !UCS_PTR_IS_ERR(send)) ucp_request_free(send);
     if (sync != NULL && !UCS_PTR_IS_ERR(sync)) ucp_request_free(sync);
+    if (memh != NULL) ucp_mem_unmap(ctx, memh);
     ucp_worker_destroy(worker);
     ucp_cleanup(ctx);
     free(buf);

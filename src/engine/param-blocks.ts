@@ -10,6 +10,7 @@ import { completionCallbacks } from './completions.js';
 const K = CONSTANTS;
 const USER_DATA = layouts.ucp_request_param_t.offsets.user_data;
 const FLAGS = layouts.ucp_request_param_t.offsets.flags;
+const MEMH = layouts.ucp_request_param_t.offsets.memh;
 
 /** One reusable parameter block: the struct, its address for nbx calls, and its completion rule. */
 export class ParamBlock {
@@ -42,6 +43,11 @@ export class ParamBlock {
     this.#view.setUint32(FLAGS, flags, true);
   }
 
+  /** Writes the per-call memory handle (blocks whose mask has UCP_OP_ATTR_FIELD_MEMH). */
+  setMemh(memh: bigint): void {
+    this.#view.setBigUint64(MEMH, memh, true);
+  }
+
   /** Writes a 32-bit field at a byte offset (the per-call fields of an atomic). */
   setU32At(offset: number, value: number): void {
     this.#view.setUint32(offset, value, true);
@@ -70,6 +76,12 @@ export class ParamBlocks {
   readonly streamLength = new OutCell();
   /** Active-message sends (flags per call). */
   readonly amSend: ParamBlock;
+  /**
+   * `send` and `amSend` with a memory handle per call, for the sends that the profile's
+   * `peerRendezvousOwnMemh` gives one of ucxx-ts's own (src/engine/own-memh.ts).
+   */
+  readonly sendOwnMemh: ParamBlock;
+  readonly amSendOwnMemh: ParamBlock;
   /** Receiving rendezvous active-message data. */
   readonly amRecvData: ParamBlock;
   /** Atomics (datatype and reply buffer per call); UCX reads the operand when the operation is posted. */
@@ -95,6 +107,9 @@ export class ParamBlocks {
       (s) => s.setPtr('cb.recv', cbs.tagRecv).setU64('datatype', K.UCP_DATATYPE_IOV));
     this.streamRecv = new ParamBlock(base | flags, true, (s) => s.setPtr('cb.recv_stream', cbs.streamRecv));
     this.amSend = new ParamBlock(base | flags, false, (s) => s.setPtr('cb.send', cbs.send));
+    const memh = Number(K.UCP_OP_ATTR_FIELD_MEMH);
+    this.sendOwnMemh = new ParamBlock(base | memh, false, (s) => s.setPtr('cb.send', cbs.send));
+    this.amSendOwnMemh = new ParamBlock(base | flags | memh, false, (s) => s.setPtr('cb.send', cbs.send));
     this.amRecvData = new ParamBlock(base, true, (s) => s.setPtr('cb.recv_am', cbs.streamRecv));
     this.atomic = new ParamBlock(base | iov, false, (s) => s.setPtr('cb.send', cbs.send));
     this.close = new ParamBlock(base | flags, false, (s) => s.setPtr('cb.send', cbs.send));

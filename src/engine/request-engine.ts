@@ -20,6 +20,7 @@ import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost } fro
 import { INTERNAL } from '../internal/misuse-errors.js';
 import { beginPost, endPost, inflight } from './completions.js';
 import { ParamBlocks, type ParamBlock } from './param-blocks.js';
+import type { OwnMemh } from './own-memh.js';
 import {
   kBackground, kComplete, kDetached, kForget, kHost, kReleased, kSlotId, kTracked, kUcxRequest,
 } from '../internal/symbols.js';
@@ -50,6 +51,8 @@ interface Progress {
 
 export class RequestEngine implements RequestHost {
   readonly params = new ParamBlocks();
+  /** Where the profile says so, the maps of the handles of PEER-mode sends (null otherwise). */
+  ownMemh: OwnMemh | null = null;
   readonly #host: RequestEngineHost;
   #progress: Progress = { kick() {}, touch() {} };
   /** Operations in flight that keep the worker busy (background ones are not counted). */

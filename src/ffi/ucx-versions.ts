@@ -39,6 +39,11 @@ export interface UcxProfile {
    * Workarounds of UCX bugs, each true where the bug exists (its plain-C reproduction named).
    * - fetchBitwiseByCompareAndSwap: fetching and/or/xor over shared memory return wrong values
    *   (docs/ucx-1.13-bugs/); ucxx-ts computes them with a compare-and-swap loop instead.
+   * - peerRendezvousOwnMemh: a PEER-mode endpoint purged (failed, or closed) with a rendezvous send in
+   *   flight dies by SIGSEGV when UCX registered the send's buffer itself and the context has no
+   *   registration cache (memory events off, as ucxx-ts sets them): ucp_request_memh_invalidate ->
+   *   ucs_rcache_region_invalidate(NULL) (docs/ucx-1.20-bugs/force_close_unmatched_rndv.c). It skips
+   *   a handle the caller passed, so ucxx-ts maps such sends' buffers itself (src/engine/own-memh.ts).
    */
   /**
    * Parameter structs that grew at their end in this version (C sizeof): ucxx-ts fills the 1.13 prefix
@@ -48,6 +53,7 @@ export interface UcxProfile {
   readonly grownStructs: Readonly<Record<string, number>>;
   readonly workarounds: {
     readonly fetchBitwiseByCompareAndSwap: boolean;
+    readonly peerRendezvousOwnMemh: boolean;
   };
   /**
    * UCX bugs that ucxx-ts cannot avoid (each reproduced with a stock UCX program, see
@@ -78,7 +84,7 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     packedRkeyFormat: '1.13',
     shmRecordFormat: '1.13',
     grownStructs: Object.freeze({}),
-    workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: true }),
+    workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: true, peerRendezvousOwnMemh: false }),
     unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: false, featureMismatchUnreachable: true }),
   }),
   Object.freeze<UcxProfile>({
@@ -90,7 +96,7 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     packedRkeyFormat: '1.20',
     shmRecordFormat: '1.13', // uct_sysv_packed_rkey_t and uct_posix_packed_rkey_t are unchanged in 1.20
     grownStructs: Object.freeze({ ucp_params_t: 88, ucp_mem_map_params_t: 48, ucp_ep_attr_t: 328 }),
-    workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: false }),
+    workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: false, peerRendezvousOwnMemh: true }),
     unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: true, featureMismatchUnreachable: false }),
   }),
 ]);
