@@ -508,6 +508,35 @@ export class ConnectionRefusedError extends NotConnectedError {
 }
 
 /**
+ * A listener could not accept a connection: UCX refused the client's connection request while creating
+ * its endpoint (the client gets a ConnectionRefusedError). A client on another UCX release fails this
+ * way: UCX 1.13 reads a 1.20 client's request as invalid (`ucxStatus` UCS_ERR_INVALID_PARAM), and 1.20
+ * finds no lane to a 1.13 client (UCS_ERR_UNREACHABLE). A UcxError with status UCS_ERR_REJECTED
+ * whatever UCX said, which stays in `ucxStatus`. Emitted as the listener's 'connectionError' event.
+ *
+ * @example
+ * ```ts
+ * const listener = worker.listen({ port: 13337 }, serve);
+ * listener.on('connectionError', (err) => console.warn(`${err.client ?? 'a client'}: ${err.message}`));
+ * ```
+ */
+export class ConnectionAcceptError extends UcxError {
+  /** The status ucp_ep_create reported for the connection request. */
+  readonly ucxStatus: number;
+  /** The client's address as 'host:port', or null when UCX could not tell it. */
+  readonly client: string | null;
+  constructor(listener: string, client: string | null, ucxStatus: number, ucxVersion: string) {
+    super(UCS_ERR_REJECTED,
+      `listener ${listener} could not accept the connection from ${client ?? 'a client'} (UCX said ` +
+        `${statusName(ucxStatus)}). A client on another UCX release is refused this way: this process runs UCX ` +
+        `${ucxVersion}, and both peers must run the same UCX release range`);
+    this.name = 'ConnectionAcceptError';
+    this.ucxStatus = ucxStatus;
+    this.client = client;
+  }
+}
+
+/**
  * An object was used after `close()` (or after its parent closed).
  *
  * @example

@@ -15,8 +15,9 @@ import {
   kUpdateBusy, kWireupFlush,
 } from './internal/symbols.js';
 import { debug } from './internal/debug-log.js';
-import { CONSTANTS, OutCell, StructBuffer, addressOf, layouts, registerCallback, ucx } from './ffi/index.js';
-import { ClosedError, check } from './errors.js';
+import { CONSTANTS, OutCell, StructBuffer, addressOf, layouts, registerCallback, ucpVersion, ucx } from './ffi/index.js';
+import { ClosedError, ConnectionAcceptError, check } from './errors.js';
+import { EventEmitter } from 'node:events';
 import { SlotTable } from './internal/slot-table.js';
 import { decodeSockaddr, encodeSockaddr } from './internal/sockaddr.js';
 import { peerKey, socketsOnPort } from './internal/port-sockets.js';
@@ -50,6 +51,15 @@ export function liveListenerCount(): number {
 let connCallback: bigint | undefined;
 let requestAttr: StructBuffer<'field_mask' | 'client_address' | 'client_id'> | undefined;
 
+/** The client's address of a connection request as 'host:port' (null if UCX cannot tell). */
+function clientText(connRequest: bigint): string | null {
+  requestAttr ??= new StructBuffer(layouts.ucp_conn_request_attr_t);
+  requestAttr.setU64('field_mask', K.UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR);
+  if (ucx().ucp_conn_request_query(connRequest, requestAttr.buffer) !== 0) return null;
+  const { host, port } = decodeSockaddr(requestAttr.buffer, requestAttr.offset('client_address'));
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
 /** The client's address of a connection request, as port-sockets spells it (null if UCX cannot tell). */
 function clientKey(connRequest: bigint): string | null {
   requestAttr ??= new StructBuffer(layouts.ucp_conn_request_attr_t);
@@ -81,7 +91,16 @@ export function isOwnListenerPort(port: number): boolean {
  * for await (const ep of listener) serve(ep);
  * ```
  */
-export class Listener implements AsyncIterable<Endpoint> {
+/** The events of a Listener. */
+export interface ListenerEvents {
+  /**
+   * A connection request UCX handed over could not become an endpoint (for one, a client on another UCX
+   * release). The client's connect rejects with ConnectionRefusedError; the listener goes on listening.
+   */
+  connectionError: [error: ConnectionAcceptError];
+}
+
+export class Listener extends EventEmitter<ListenerEvents> implements AsyncIterable<Endpoint> {
   readonly #worker: Worker;
   /** The ucp_listener_h while the listener is open; null once closed. */
   #handle: bigint | null;
@@ -110,6 +129,7 @@ export class Listener implements AsyncIterable<Endpoint> {
     onConnection?: (endpoint: Endpoint) => void,
   ) {
     checkConstructorToken(token, 'Listener', 'worker.listen()');
+    super();
     if (onConnection !== undefined && typeof onConnection !== 'function') {
       throw new InvalidArgumentError('onConnection must be a function');
     }
@@ -241,14 +261,21 @@ export class Listener implements AsyncIterable<Endpoint> {
       return;
     }
     let endpoint: Endpoint;
+    // ucp_ep_create consumes the request: ask for the client's address before.
+    const client = clientText(connRequest);
     try {
       endpoint = Endpoint[kCreate](INTERNAL, this.#worker, workerHandle, this.#endpointOptions, null, (params) => {
         params
           .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_CONN_REQUEST)
           .setPtr('conn_request', connRequest);
       }, `connection to listener :${this.#port}`);
-    } catch {
-      // ucp_ep_create consumed the request; nothing to hand out.
+    } catch (err) {
+      // ucp_ep_create consumed the request (UCX refused the client); nothing to hand out.
+      const status = (err as { status?: unknown }).status;
+      if (typeof status !== 'number') throw err;
+      const failure = new ConnectionAcceptError(`${this.#host}:${this.#port}`, client, status, ucpVersion().join('.'));
+      debug('listener on :%d: %s', this.#port, failure.message);
+      if (this.listenerCount('connectionError') > 0) this.emit('connectionError', failure);
       return;
     }
     if (this.#worker.context.features.includes('stream')) endpoint[kReadStreamAhead]();

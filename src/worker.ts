@@ -12,7 +12,7 @@
 import { debug } from './internal/debug-log.js';
 import {
   CONSTANTS, OutCell, StructBuffer, UCS_ERR_NOT_CONNECTED, UCS_ERR_NO_MEMORY, UCS_ERR_REJECTED,
-  UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucx,
+  UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucpVersion, ucx,
   ucxProfile, type Ptr,
 } from './ffi/index.js';
 import { OwnMemh } from './engine/own-memh.js';
@@ -703,6 +703,11 @@ export class Worker {
         const refused = new ConnectionRefusedError(`${host}:${port}`, status, { cause: err, listening: listening === true });
         debug('connect to %s:%d refused (%s)', host, port, (err as Error).message);
         if (listening !== false) refused.message += connectFailureHint(refused, mode, options.errorHandling, this.#context.features);
+        // UCX tells the client nothing more when the server's UCX could not read its request.
+        if (listening !== false) {
+          refused.message += `. A listener on another UCX release refuses a client this way too: this process runs UCX ` +
+            `${ucpVersion().join('.')}, and both peers must run the same UCX release range`;
+        }
         throw refused;
       }
       if (err instanceof Error) err.message += connectFailureHint(err, mode, options.errorHandling, this.#context.features);

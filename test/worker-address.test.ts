@@ -216,12 +216,33 @@ test('the hex fixtures of UCX 1.20.1 validate as 1.20, and each version refuses 
   assert.equal(named.uuid, 0x151838ee39ed9000n);
   const v2 = parseWorkerAddress(fromHex((FIXTURES_120['ADDRESS_VERSION=v2'] as { hex: string }).hex), '1.20');
   assert.equal(v2.version, 2);
-  // A v2 address of 1.20 (release nibble) is not one 1.13 packs; 1.13's ALLOC/REG md flags read as md
-  // indices beyond 64 in 1.20's 7-bit field.
-  assert.throws(() => validateWorkerAddress(fromHex((FIXTURES_120['ADDRESS_VERSION=v2'] as { hex: string }).hex), '1.13'),
-    /v2 header byte 0x41 has bits in its high nibble/);
-  assert.throws(() => validateWorkerAddress(fromHex((FIXTURES['TLS=sm'] as { hex: string }).hex), '1.20'),
-    /md index 64, beyond UCP_MAX_MDS/);
+  // Each parser names the other version's addresses by the release their bytes tell: 1.20's v2 header
+  // nibble and v1 trailing empty device (release 4), 1.13's md flags (which 1.20 reads as md indices
+  // beyond 64) or the absent release device.
+  // (validateWorkerAddress is src/internal's, whose error class is not the package's: by name.)
+  const refusal = (hex: string, format: '1.13' | '1.20'): { packedBy?: string; message: string } => {
+    try {
+      validateWorkerAddress(fromHex(hex), format);
+    } catch (err) {
+      assert.equal((err as Error).name, 'WorkerAddressFormatError', String(err));
+      return err as { packedBy?: string; message: string };
+    }
+    assert.fail(`accepted as ${format}`);
+  };
+  for (const name of ['ADDRESS_VERSION=v2', 'default (v1)', 'TLS=tcp', 'TLS=sm']) {
+    const err = refusal((FIXTURES_120[name] as { hex: string }).hex, '1.13');
+    assert.equal(err.packedBy, 'UCX 1.20', name);
+    assert.match(err.message, /packed by UCX 1\.20, but this process runs UCX 1\.13/, name);
+  }
+  for (const name of ['TLS=sm', 'default (v1)', 'ADDRESS_VERSION=v2']) {
+    const err = refusal((FIXTURES[name] as { hex: string }).hex, '1.20');
+    assert.equal(err.packedBy, 'UCX 1.13.x', name);
+    assert.match(err.message, /packed by UCX 1\.13\.x, but this process runs UCX 1\.(19|20)/, name);
+  }
+  // A 1.13 tcp-only address has no md flags: only the missing release device tells it from 1.20's.
+  assert.equal(refusal((FIXTURES['TLS=tcp'] as { hex: string }).hex, '1.20').packedBy, 'UCX 1.13.x');
+  // A malformed address is no release's: packedBy stays undefined.
+  assert.equal(refusal('2001', '1.20').packedBy, undefined);
 });
 
 test('the hex fixtures (UCX 1.13.1 addresses of several configurations) validate', () => {
@@ -419,8 +440,12 @@ test('synthetic addresses: IB, posix, cma and empty lists follow the transports\
   // Both parsers: a v1 md byte is REG 0x20 / ALLOC 0x40 | 5-bit index in 1.13, a bare 7-bit index in 1.20.
   for (const format of ['1.13', '1.20'] as const) {
     const md = (byte13: number): string => (format === '1.13' ? byte13 : byte13 & 0x1f).toString(16).padStart(2, '0');
+    // 1.20 ends a v1 address with an empty device carrying its release number (0x84 0x80) after the
+    // real one, which is then not LAST.
+    const devLen = (length: number): string => ((format === '1.13' ? 0x80 : 0) | length).toString(16).padStart(2, '0');
+    const tail = format === '1.13' ? '' : '8480';
     const ib = (dev: string, udAddr: string): Uint8Array => fromHex(
-      `${HEAD}${md(0x25)}${(0x80 | (dev.length / 2)).toString(16)}${dev}278a${V1_ATTRS}00` + `31d1${V1_ATTRS}${(0x80 | (udAddr.length / 2)).toString(16).padStart(2, '0')}${udAddr}`);
+      `${HEAD}${md(0x25)}${devLen(dev.length / 2)}${dev}278a${V1_ATTRS}00` + `31d1${V1_ATTRS}${(0x80 | (udAddr.length / 2)).toString(16).padStart(2, '0')}${udAddr}${tail}`);
     // IB link layer, LID only; with path MTU; RoCE GID + pkey.
     for (const dev of ['003412', '02341204', `0c${'ab'.repeat(16)}ffff`, '4034120011223344556677']) {
       assert.doesNotThrow(() => validateWorkerAddress(ib(dev, '563412'), format), dev);
@@ -431,7 +456,7 @@ test('synthetic addresses: IB, posix, cma and empty lists follow the transports\
     assert.throws(() => validateWorkerAddress(ib('003412', '5634'), format), /ud_verbs\) address must be 3 bytes/);
 
     const posix = (addr: string): Uint8Array =>
-      fromHex(`${HEAD}${md(0x40)}88e8b9910daaf10a1ea7d3${V1_ATTRS}${(0x80 | (addr.length / 2)).toString(16)}${addr}`);
+      fromHex(`${HEAD}${md(0x40)}${devLen(8)}e8b9910daaf10a1ea7d3${V1_ATTRS}${(0x80 | (addr.length / 2)).toString(16)}${addr}${tail}`);
     assert.doesNotThrow(() => validateWorkerAddress(posix('1b816a4f000000002f746d7000'), format)); // dir "/tmp"
     assert.throws(() => validateWorkerAddress(posix('1b816a4f000000002f746d70'), format), /one NUL-terminated string/);
     assert.throws(() => validateWorkerAddress(posix('1b816a4f00000000'), format), /lacks the backing directory/);
@@ -440,13 +465,13 @@ test('synthetic addresses: IB, posix, cma and empty lists follow the transports\
     assert.throws(() => validateWorkerAddress(posix('2a00000007000010' + '0102030405060708'), format), /without the procfs flag/);
 
     const cma = (addr: string): Uint8Array =>
-      fromHex(`${HEAD}${md(0x24)}88e8b9910daaf10a1e478b${V1_ATTRS}${(0x80 | (addr.length / 2)).toString(16)}${addr}`);
+      fromHex(`${HEAD}${md(0x24)}${devLen(8)}e8b9910daaf10a1e478b${V1_ATTRS}${(0x80 | (addr.length / 2)).toString(16)}${addr}${tail}`);
     assert.doesNotThrow(() => validateWorkerAddress(cma('96200000'), format));
     assert.doesNotThrow(() => validateWorkerAddress(cma(`96200080${'00'.repeat(4)}${'11'.repeat(8)}`), format));
     assert.throws(() => validateWorkerAddress(cma('96200080'), format), /PID namespace flag \(bit 31\) but no namespace/);
 
     // An unknown transport is walked over, whatever its addresses: UCX never hands it to a transport.
-    assert.doesNotThrow(() => validateWorkerAddress(fromHex(`${HEAD}${md(0x25)}83aabbcc3412${V1_ATTRS}85${'ee'.repeat(5)}`), format));
+    assert.doesNotThrow(() => validateWorkerAddress(fromHex(`${HEAD}${md(0x25)}${devLen(3)}aabbcc3412${V1_ATTRS}85${'ee'.repeat(5)}${tail}`), format));
   }
 
   // The empty list (UCP_NULL_RESOURCE): well-formed, and UCX refuses to connect to it.

@@ -184,6 +184,11 @@ export function selectProfile(version: [number, number, number]): UcxProfile {
   return profile;
 }
 
+/** @internal The version of the libucp loaded (undefined before it is loaded). */
+export function loadedVersion(): readonly [number, number, number] | undefined {
+  return registry[LOADED]?.version;
+}
+
 /** @internal The profile chosen at load (undefined before libucp is loaded). */
 export function loadedProfile(): UcxProfile | undefined {
   return registry[LOADED]?.profile;

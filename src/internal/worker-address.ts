@@ -65,7 +65,7 @@
  * transports trust the peer they then talk to.
  */
 import { InvalidArgumentError } from './misuse-errors.js';
-import { requireLoadedProfile, type UcxFormat } from '../ffi/ucx-versions.js';
+import { UCX_PROFILES, loadedProfile, loadedVersion, requireLoadedProfile, type UcxFormat } from '../ffi/ucx-versions.js';
 
 /**
  * Thrown for a worker address that is not shaped like one `ucp_worker_query` packs.
@@ -84,9 +84,15 @@ export class WorkerAddressFormatError extends Error {
   readonly code = 'UCXX_ERR_WORKER_ADDRESS_FORMAT' as const;
   /** Always 'WorkerAddressFormatError'. */
   override name = 'WorkerAddressFormatError';
+  /**
+   * For a well-formed address of a UCX release this one cannot connect to, that release as its bytes
+   * tell it (e.g. 'UCX 1.20', 'UCX 1.15 or older'); undefined for an address that is not well-formed.
+   */
+  readonly packedBy: string | undefined;
 
-  constructor(message: string, options?: ErrorOptions) {
+  constructor(message: string, options?: ErrorOptions & { packedBy?: string }) {
     super(message, options);
+    this.packedBy = options?.packedBy;
   }
 }
 
@@ -174,6 +180,12 @@ export interface ParsedWorkerAddress {
   /** The debug name (UCX_ADDRESS_DEBUG_INFO=y), as latin1 text. */
   readonly name: string | null;
   readonly devices: readonly ParsedWorkerAddressDevice[];
+  /**
+   * The packer's release number as UCX packs it (its minor version modulo 16): the high nibble of a
+   * v2 header, or the md index of the trailing empty device UCX 1.16 and newer append to a v1 address;
+   * null for a v1 address without one (UCX 1.15 or older). 1.13 packs 0 into a v2 header.
+   */
+  readonly release: number | null;
 }
 
 /** The CRC-16 UCX uses for transport names (ucs_crc16_string: CCITT, reflected, init 0xffff, inverted). */
@@ -483,6 +495,86 @@ function readAttributes(c: Cursor, v2: boolean, index: number): ByteRange {
  */
 export function parseWorkerAddress(bytes: Uint8Array, format: UcxFormat = requireLoadedProfile().workerAddressFormat): ParsedWorkerAddress {
   if (!(bytes instanceof Uint8Array)) throw new InvalidArgumentError('worker address must be a Uint8Array');
+  let parsed: ParsedWorkerAddress | undefined;
+  let failure: unknown;
+  try {
+    parsed = walkWorkerAddress(bytes, format);
+    if (packedByRange(parsed, format)) return parsed;
+  } catch (err) {
+    failure = err;
+  }
+  // Not an address of this release: a well-formed address of another format's releases is named as
+  // such, not by the first byte it trips on.
+  for (const other of KNOWN_FORMATS) {
+    if (other === format || format === 'unvalidated') continue;
+    let theirs: ParsedWorkerAddress;
+    try {
+      theirs = walkWorkerAddress(bytes, other);
+    } catch {
+      continue;
+    }
+    if (packedByRange(theirs, other)) refuseRelease(bytes, theirs, other, format);
+  }
+  if (parsed === undefined) throw failure;
+  return refuseRelease(bytes, parsed, undefined, format);
+}
+
+/** The formats with a parser, each with the UCX minor versions whose addresses it reads. */
+const KNOWN_FORMATS: readonly UcxFormat[] = ['1.13', '1.20'];
+
+function minorsOf(format: UcxFormat): readonly [number, number] {
+  const ranges = UCX_PROFILES.filter((p) => p.workerAddressFormat === format).map((p) => p.minors);
+  return [Math.min(...ranges.map((r) => r[0])), Math.max(...ranges.map((r) => r[1]))];
+}
+
+/** The tested range of a format, as error messages name it (e.g. '1.19.x-1.20.x'). */
+function rangeOf(format: UcxFormat): string {
+  return UCX_PROFILES.filter((p) => p.workerAddressFormat === format).map((p) => p.range).join(' and ');
+}
+
+/**
+ * The minor version a packed release number stands for, read as UCX does (ucp_address_unpack_release_version:
+ * the value closest to the reader's own minor version).
+ */
+function releaseMinor(release: number, readerMinor: number): number {
+  let best = release;
+  for (let m = release; m <= readerMinor + 16; m += 16) if (Math.abs(m - readerMinor) < Math.abs(best - readerMinor)) best = m;
+  return best;
+}
+
+/** Whether a well-formed address was packed by a UCX of the format's tested range, as far as its bytes tell. */
+function packedByRange(parsed: ParsedWorkerAddress, format: UcxFormat): boolean {
+  // An address without devices carries no release number in either version.
+  if (format === 'unvalidated' || parsed.devices.length === 0) return true;
+  const [low, high] = minorsOf(format);
+  // Before 1.16, a v1 address carries no release number, and 1.13's v2 header carries 0.
+  if (high < 16) return parsed.release === null || (parsed.version === 2 && parsed.release === 0);
+  if (parsed.release === null) return false;
+  const minor = releaseMinor(parsed.release, high);
+  return minor >= low && minor <= high;
+}
+
+/** Who packed a well-formed address, in words (see ParsedWorkerAddress.release). */
+function packerOf(parsed: ParsedWorkerAddress, format: UcxFormat | undefined, reader: UcxFormat): string {
+  if (format !== undefined && minorsOf(format)[1] < 16) return `UCX ${rangeOf(format)}`;
+  if (parsed.release === null) return 'UCX 1.15 or older';
+  const minor = releaseMinor(parsed.release, minorsOf(reader)[1]);
+  return parsed.version === 2 && parsed.release === 0 ? `UCX 1.${minor} or a release before 1.16` : `UCX 1.${minor}`;
+}
+
+function refuseRelease(bytes: Uint8Array, parsed: ParsedWorkerAddress, format: UcxFormat | undefined, reader: UcxFormat): never {
+  const packedBy = packerOf(parsed, format, reader);
+  const version = loadedVersion();
+  const own = version !== undefined && loadedProfile()?.workerAddressFormat === reader ? version.join('.') : rangeOf(reader);
+  throw new WorkerAddressFormatError(
+    `worker address (${bytes.length} bytes): packed by ${packedBy}, but this process runs UCX ${own}, which ` +
+      `does not connect to another UCX release: run both peers on UCX ${rangeOf(reader)}`,
+    { packedBy },
+  );
+}
+
+/** The walk of parseWorkerAddress in one format, without the release check. */
+function walkWorkerAddress(bytes: Uint8Array, format: UcxFormat): ParsedWorkerAddress {
   const c: Cursor = new Cursor(bytes);
   if (format === 'unvalidated') c.fail('cannot be checked: the worker address format of this UCX version is not known to ucxx-ts');
   if (bytes.length === 0) c.fail('is empty');
@@ -602,7 +694,10 @@ export function parseWorkerAddress(bytes: Uint8Array, format: UcxFormat = requir
   }
   // UCX stops at the last device without knowing the length; anything after it is not a genuine address.
   if (c.remaining !== 0) c.fail(`has ${c.remaining} byte${c.remaining === 1 ? '' : 's'} after its last device`);
-  return { version: v2 ? 2 : 1, headerFlags: flags, uuid, name, devices };
+  // 1.16+ ends a v1 address with an empty device without address whose md index is its release number.
+  const tail = devices[devices.length - 1];
+  const release = v2 ? b0 >> 4 : devices.length > 1 && tail !== undefined && tail.empty && tail.address.length === 0 ? tail.mdIndex : null;
+  return { version: v2 ? 2 : 1, headerFlags: flags, uuid, name, devices, release };
 }
 
 /**
