@@ -38,7 +38,7 @@ fi
 echo "[test] node $(node --version), UCX: $ucx"
 if [[ ${#files[@]} -gt 0 ]]; then
   rm -rf build && npm run build && npm run build:test
-  node --test --test-concurrency=1 --test-timeout=120000 "${files[@]/#/build/test/}"
+  node --test --test-concurrency=1 --test-timeout=300000 "${files[@]/#/build/test/}"
 else
   npm run "$suite"
 fi

@@ -81,6 +81,16 @@ export function isOwnListenerPort(port: number): boolean {
   return listeners.values().some((listener) => listener.port === port);
 }
 
+/** The events of a Listener. */
+export interface ListenerEvents {
+  /**
+   * A connection request UCX handed over could not become an endpoint (for one, a client on another UCX
+   * release). The client's connect rejects with ConnectionRefusedError; the listener goes on listening.
+   */
+  connectionError: [error: ConnectionAcceptError];
+}
+
+
 /**
  * Accepts connections on a socket address; each becomes an Endpoint, handed to the callback given to
  * `worker.listen()` and to the async iterator. Made by `worker.listen()`.
@@ -91,15 +101,6 @@ export function isOwnListenerPort(port: number): boolean {
  * for await (const ep of listener) serve(ep);
  * ```
  */
-/** The events of a Listener. */
-export interface ListenerEvents {
-  /**
-   * A connection request UCX handed over could not become an endpoint (for one, a client on another UCX
-   * release). The client's connect rejects with ConnectionRefusedError; the listener goes on listening.
-   */
-  connectionError: [error: ConnectionAcceptError];
-}
-
 export class Listener extends EventEmitter<ListenerEvents> implements AsyncIterable<Endpoint> {
   readonly #worker: Worker;
   /** The ucp_listener_h while the listener is open; null once closed. */
