@@ -92,6 +92,25 @@ async function withSession(wheel: UcxxWheel, role: Role, scenario: string, body:
   }
 }
 
+// ucxx Python's listener accepts with endpoint_error_handling=True; the 'ucxx-python' connect asks for
+// PEER mode unless told otherwise.
+test("connect with handshake 'ucxx-python' and no errorHandling reaches a ucxx Python listener on this host",
+  { timeout: 60_000 }, async (t) => {
+    const wheel = setUp(t);
+    if (wheel === undefined) return;
+    await using context = new Context({ features: UCXX_PYTHON_FEATURES });
+    const worker = context.createWorker();
+    const peer = new CPeer(wheel.python, ['-u', SCRIPT, 'server', 'close-ts'], { stepMs: STEP_MS });
+    try {
+      const ep = await peer.guard(worker.connect('127.0.0.1', await peer.port(), { handshake: 'ucxx-python' }), 'connecting');
+      await peer.line(/^RECEIVING$/m, 'waiting for ucxx Python to receive');
+      await ep.close();
+      assert.match(await peer.success(), /^RECV RAISED/m);
+    } finally {
+      peer.kill();
+    }
+  });
+
 for (const role of ROLES) {
   test(`ucxx Python (${role}): send/recv, user and forced tags, send_obj/recv_obj, send_multi/recv_multi, am_send/am_recv, both directions`,
     { timeout: 120_000 }, async (t) => {
