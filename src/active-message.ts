@@ -240,11 +240,15 @@ export class AmMessage {
     if (this[kDecision] === null) this[kDecision] = UCS_INPROGRESS;
     const destination = target ?? new Uint8Array(this.length);
     const requests = this.#worker[kRequests];
-    const block = requests.params.amRecvData;
+    // See src/engine/own-memh.ts.
+    const memh = requests.ownMemh?.mapReceive(destination, this.length, requests.params.amRecvDataOwnMemh) ?? null;
+    const block = memh === null ? requests.params.amRecvData : requests.params.amRecvDataOwnMemh;
     const request = requests.open<Uint8Array>(block, ResultKind.Bytes, 'AM receive', destination);
     request[kReply] = destination;
     // Completed at once means the whole payload is in `destination`.
-    return requests.track(request, block, ucx().ucp_am_recv_data_nbx(this.#workerHandle, descriptor, destination, this.length, block.address), this.length);
+    requests.track(request, block, ucx().ucp_am_recv_data_nbx(this.#workerHandle, descriptor, destination, this.length, block.address), this.length);
+    if (memh !== null) requests.ownMemh?.unmapAfter(request, memh);
+    return request;
   }
 
   /**

@@ -449,8 +449,13 @@ export class Worker {
       data = ffiMemory(buffer);
       block = requests.params.tagRecv;
     }
+    // See src/engine/own-memh.ts (contiguous receives only; a list of buffers is left to UCX).
+    const memh = requests.ownMemh === null || block !== requests.params.tagRecv ? null
+      : requests.ownMemh.mapReceive(data as ArrayBufferView, count, requests.params.tagRecvOwnMemh);
+    if (memh !== null) block = requests.params.tagRecvOwnMemh;
     const request = requests.open<TagRecvInfo>(block, ResultKind.TagInfo, 'tagRecv', buffer);
     requests.track(request, block, ucx().ucp_tag_recv_nbx(handle, data as Buffer, count, t, m, block.address));
+    if (memh !== null) requests.ownMemh?.unmapAfter(request, memh);
     if (!request.completed) {
       if (group !== null) {
         request[kGroup] = group;

@@ -6,13 +6,20 @@
  * to the registration cache, and with memory events off (src/ffi/library.ts) the context has none:
  * SIGSEGV (docs/ucx-1.20-bugs/force_close_unmatched_rndv.c). A handle the application passed
  * (UCP_OP_ATTR_FIELD_MEMH) is never invalidated there, so the send completes with its error instead.
+ * Receives meet the same path when the sender's endpoint is purged while a rendezvous message is being
+ * fetched into them (ucp_proto_rndv_rtr_abort; a ucxx peer killed mid-transfer): tag receives and
+ * rendezvous AM data are given a handle too. A receive is not tied to an endpoint, so every receive
+ * large enough to take a rendezvous message gets one, whatever the mode of the endpoints.
  *
  * The handle covers exactly the operation's buffer and lives until UCX completes the operation
  * (`request[kUcxDone]`); without a registration cache UCX would have registered the same range for
  * the same time. One whose operation is still in flight when its worker is destroyed is not unmapped
  * (UCX may complete nothing then): a small leak, as the operation's other UCX memory.
  */
-import { CONSTANTS, OutCell, StructBuffer, layouts, ucx } from '../ffi/index.js';
+import { CONSTANTS, OutCell, StructBuffer, addressOf, layouts, ucx } from '../ffi/index.js';
+import { kUcxDone } from '../internal/symbols.js';
+import type { AnyRequest } from '../request.js';
+import type { ParamBlock } from './param-blocks.js';
 
 const K = CONSTANTS;
 
@@ -50,5 +57,24 @@ export class OwnMemh {
     return () => {
       ucx().ucp_mem_unmap(this.#context, memh);
     };
+  }
+
+  /**
+   * A handle for a receive of `count` bytes into `memory` when it may take a rendezvous message, written
+   * into `block` (one with UCP_OP_ATTR_FIELD_MEMH); null when it is too small or UCX refuses the mapping
+   * (the receive is then posted with the plain block).
+   */
+  mapReceive(memory: ArrayBufferView | ArrayBuffer, count: number, block: ParamBlock): bigint | null {
+    if (count < OWN_MEMH_MIN) return null;
+    const memh = this.map(addressOf(memory), count);
+    if (memh !== null) block.setMemh(memh);
+    return memh;
+  }
+
+  /** Unmaps `memh` once UCX is done with `request`: at once when it completed inside the call. */
+  unmapAfter(request: AnyRequest, memh: bigint): void {
+    const unmap = this.unmapper(memh);
+    if (request.completed) unmap();
+    else request[kUcxDone] = unmap;
   }
 }

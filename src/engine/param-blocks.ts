@@ -82,6 +82,9 @@ export class ParamBlocks {
    */
   readonly sendOwnMemh: ParamBlock;
   readonly amSendOwnMemh: ParamBlock;
+  /** `tagRecv` and `amRecvData` with a memory handle per call (the same workaround, receiving). */
+  readonly tagRecvOwnMemh: ParamBlock;
+  readonly amRecvDataOwnMemh: ParamBlock;
   /** Receiving rendezvous active-message data. */
   readonly amRecvData: ParamBlock;
   /** Atomics (datatype and reply buffer per call); UCX reads the operand when the operation is posted. */
@@ -111,6 +114,8 @@ export class ParamBlocks {
     this.sendOwnMemh = new ParamBlock(base | memh, false, (s) => s.setPtr('cb.send', cbs.send));
     this.amSendOwnMemh = new ParamBlock(base | flags | memh, false, (s) => s.setPtr('cb.send', cbs.send));
     this.amRecvData = new ParamBlock(base, true, (s) => s.setPtr('cb.recv_am', cbs.streamRecv));
+    this.tagRecvOwnMemh = new ParamBlock(base | noImmediate | memh, true, (s) => s.setPtr('cb.recv', cbs.tagRecv));
+    this.amRecvDataOwnMemh = new ParamBlock(base | memh, true, (s) => s.setPtr('cb.recv_am', cbs.streamRecv));
     this.atomic = new ParamBlock(base | iov, false, (s) => s.setPtr('cb.send', cbs.send));
     this.close = new ParamBlock(base | flags, false, (s) => s.setPtr('cb.send', cbs.send));
   }

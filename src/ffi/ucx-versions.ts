@@ -44,6 +44,8 @@ export interface UcxProfile {
    *   registration cache (memory events off, as ucxx-ts sets them): ucp_request_memh_invalidate ->
    *   ucs_rcache_region_invalidate(NULL) (docs/ucx-1.20-bugs/force_close_unmatched_rndv.c). It skips
    *   a handle the caller passed, so ucxx-ts maps such sends' buffers itself (src/engine/own-memh.ts).
+   *   A rendezvous receive being fetched from such an endpoint dies the same way (ucp_proto_rndv_rtr_abort:
+   *   a ucxx peer killed while sending 16 MiB messages), so tag receives and AM data get one too.
    */
   /**
    * Parameter structs that grew at their end in this version (C sizeof): ucxx-ts fills the 1.13 prefix

@@ -1,0 +1,228 @@
+/**
+ * ucxx-ts's `handshake: 'ucxx-python'` against real ucxx Python (ucxx-cu12 0.52 in .venv, on the
+ * libucx-cu12 wheel's UCX: this run must load that UCX, scripts/test.sh --ucx=wheel). The peer,
+ * test/python/ucxx_real_peer.py, uses ucxx's asyncio API as a ucxx user does, in both roles
+ * (ucxx.create_listener with a ucxx-ts client, ucxx.create_endpoint to a ucxx-ts listener). Every byte is
+ * checked on both sides: send/recv with and without user tags, send_obj/recv_obj, send_multi/recv_multi
+ * (5 frames, 150 frames), am_send/am_recv against ucxx-ts's ucxx AM; close from either side; a Python
+ * peer killed mid-transfer. ucxx Python's endpoints use error handling, so ucxx-ts connects with
+ * { errorHandling: 'peer' }.
+ */
+import { test, type TestContext } from 'node:test';
+import { strict as assert } from 'node:assert';
+import { join } from 'node:path';
+import {
+  ClosedError, Context, UCXX_PYTHON_FEATURES, UcxError, getUcxVersion, type EndpointOptions, type UcxxPythonEndpoint, type Worker,
+} from 'ucxx-ts';
+import { CPeer } from './helpers/c-peer.js';
+import { assertCPattern, cPattern } from './helpers/pattern.js';
+import { ROOT, ucxxGate, type UcxxWheel } from './helpers/ucxx-wheel.js';
+
+const SCRIPT = join(ROOT, 'test', 'python', 'ucxx_real_peer.py');
+const KiB = 1024;
+const MiB = 1024 * KiB;
+// As in ucxx_real_peer.py.
+const SEND_SIZES = [0, 1, 8 * KiB + 3, 3 * MiB];
+const OBJ_SIZES = [0, 17, 2 * MiB + 5];
+const MULTI_SIZES = [0, 1, 100, 64 * KiB, 5 * MiB + 1];
+const MANY_SIZES = Array.from({ length: 150 }, (_, i) => (i * 37) % 300);
+const AM_SIZES = [1, 100, 8 * KiB, 4 * MiB];
+const USER_TAG = -7n;
+const FORCED_TAG = 0xfeedfacecafebeefn;
+const SOURCE_SIZE = 16 * MiB;
+const DONE = new TextEncoder().encode('DONE');
+const PEER_OPTIONS: EndpointOptions = { errorHandling: 'peer' };
+/** ucxx Python starts slowly (numpy, rmm, a progress thread): a step may take a while on a loaded machine. */
+const STEP_MS = 30_000;
+
+type Role = 'ucxx Python listener, ucxx-ts client' | 'ucxx-ts listener, ucxx Python client';
+const ROLES: Role[] = ['ucxx Python listener, ucxx-ts client', 'ucxx-ts listener, ucxx Python client'];
+
+function setUp(t: TestContext): UcxxWheel | undefined {
+  return ucxxGate(t, getUcxVersion());
+}
+
+interface Session {
+  worker: Worker;
+  ep: UcxxPythonEndpoint;
+  peer: CPeer;
+}
+
+async function open(wheel: UcxxWheel, worker: Worker, role: Role, scenario: string): Promise<Session> {
+  if (role === 'ucxx Python listener, ucxx-ts client') {
+    const peer = new CPeer(wheel.python, ['-u', SCRIPT, 'server', scenario], { stepMs: STEP_MS });
+    try {
+      const port = await peer.port();
+      const ep = await peer.guard(worker.connect('127.0.0.1', port, { handshake: 'ucxx-python', ...PEER_OPTIONS }), 'connecting to ucxx Python');
+      return { worker, ep, peer };
+    } catch (err) {
+      peer.kill();
+      throw err;
+    }
+  }
+  const listener = worker.listen({ host: '127.0.0.1', port: 0, handshake: 'ucxx-python', endpoint: PEER_OPTIONS });
+  const accepted = listener[Symbol.asyncIterator]().next();
+  const peer = new CPeer(wheel.python, ['-u', SCRIPT, 'client', '127.0.0.1', String(listener.port), scenario], { stepMs: STEP_MS });
+  try {
+    const next = await peer.guard(accepted, 'accepting ucxx Python');
+    assert.ok(next.done !== true);
+    return { worker, ep: next.value, peer };
+  } catch (err) {
+    peer.kill();
+    throw err;
+  } finally {
+    listener.close();
+  }
+}
+
+/** A fresh context (ucxx Python's features) and worker, a session in `role`, `body`, then the peer's verdict. */
+async function withSession(wheel: UcxxWheel, role: Role, scenario: string, body: (s: Session) => Promise<void>): Promise<void> {
+  await using context = new Context({ features: UCXX_PYTHON_FEATURES });
+  const worker = context.createWorker();
+  const s = await open(wheel, worker, role, scenario);
+  try {
+    await body(s);
+  } catch (err) {
+    if (s.peer.running) s.peer.child.kill('SIGALRM');
+    await Promise.race([s.peer.exited, new Promise((resolve) => setTimeout(resolve, 1000))]);
+    if (err instanceof Error && !err.message.includes('C peer')) err.message += `\n${s.peer.describe()}`;
+    throw err;
+  } finally {
+    s.peer.kill();
+  }
+}
+
+// ucxx Python's listener accepts with endpoint_error_handling=True; the 'ucxx-python' connect asks for
+// PEER mode unless told otherwise.
+test("connect with handshake 'ucxx-python' and no errorHandling reaches a ucxx Python listener on this host",
+  { timeout: 60_000 }, async (t) => {
+    const wheel = setUp(t);
+    if (wheel === undefined) return;
+    await using context = new Context({ features: UCXX_PYTHON_FEATURES });
+    const worker = context.createWorker();
+    const peer = new CPeer(wheel.python, ['-u', SCRIPT, 'server', 'close-ts'], { stepMs: STEP_MS });
+    try {
+      const ep = await peer.guard(worker.connect('127.0.0.1', await peer.port(), { handshake: 'ucxx-python' }), 'connecting');
+      await peer.line(/^RECEIVING$/m, 'waiting for ucxx Python to receive');
+      await ep.close();
+      assert.match(await peer.success(), /^RECV RAISED/m);
+    } finally {
+      peer.kill();
+    }
+  });
+
+for (const role of ROLES) {
+  test(`ucxx Python (${role}): send/recv, user and forced tags, send_obj/recv_obj, send_multi/recv_multi, am_send/am_recv, both directions`,
+    { timeout: 120_000 }, async (t) => {
+      const wheel = setUp(t);
+      if (wheel === undefined) return;
+      await withSession(wheel, role, 'full', async ({ ep, peer }) => {
+        const step = <T>(p: PromiseLike<T>, what: string): Promise<T> => peer.guard(p, what);
+        // ucxx-ts -> Python (the peer checks every byte).
+        for (const [i, n] of SEND_SIZES.entries()) await step(ep.send(cPattern(n, 100 + i)), `send ${i}`);
+        await step(ep.send(cPattern(8, 7), { tag: USER_TAG }), 'send with a user tag');
+        await step(ep.send(cPattern(8, 8), { tag: FORCED_TAG, forceTag: true }), 'send with a forced tag');
+        for (const [i, n] of OBJ_SIZES.entries()) await step(ep.sendObj(cPattern(n, 200 + i)), `sendObj ${i}`);
+        await step(ep.sendMulti(MULTI_SIZES.map((n, i) => cPattern(n, 300 + i))), 'sendMulti');
+        await step(ep.sendMulti(MANY_SIZES.map((n, i) => cPattern(n, 400 + i))), 'sendMulti of 150');
+        for (const [i, n] of AM_SIZES.entries()) await step(ep.endpoint.amSend(cPattern(n, 500 + i)), `amSend ${i}`);
+        await peer.line(/^RECEIVED ALL$/m, 'the peer checking what it received');
+
+        // Python -> ucxx-ts.
+        for (const [i, n] of SEND_SIZES.entries()) {
+          const buffer = new Uint8Array(n);
+          assert.equal(await step(ep.recv(buffer), `recv ${i}`), n);
+          assertCPattern(buffer, n, 1100 + i, `recv ${i}`);
+        }
+        const tagged = new Uint8Array(8);
+        assert.equal(await step(ep.recv(tagged, { tag: USER_TAG }), 'recv with a user tag'), 8);
+        assertCPattern(tagged, 8, 1007, 'recv with a user tag');
+        assert.equal(await step(ep.recv(tagged, { tag: FORCED_TAG, forceTag: true }), 'recv with a forced tag'), 8);
+        assertCPattern(tagged, 8, 1008, 'recv with a forced tag');
+        for (const [i, n] of OBJ_SIZES.entries()) assertCPattern(await step(ep.recvObj(), `recvObj ${i}`), n, 1200 + i, `recvObj ${i}`);
+        for (const [sizes, seed, what] of [[MULTI_SIZES, 1300, 'recvMulti'], [MANY_SIZES, 1400, 'recvMulti of 150']] as const) {
+          const frames = await step(ep.recvMulti(), what);
+          assert.equal(frames.length, sizes.length, `${what}: frame count`);
+          frames.forEach((frame, i) => assertCPattern(frame, sizes[i] as number, seed + i, `${what}: frame ${i}`));
+        }
+        for (const [i, n] of AM_SIZES.entries()) {
+          const message = await step(ep.endpoint.amRecv(), `amRecv ${i}`);
+          assert.equal(message.error, null);
+          assert.equal(message.endpoint, ep.endpoint);
+          assert.equal(message.userHeader.byteLength, 0, 'ucxx Python sends no user header');
+          assert.equal(message.receiverCallbackInfo, null);
+          assertCPattern(message.data, n, 1500 + i, `amRecv ${i}`);
+        }
+        await step(ep.send(DONE), 'sending DONE');
+        await peer.success();
+        await ep.close();
+      });
+    });
+}
+
+for (const role of ROLES) {
+  test(`ucxx Python closes its endpoint (${role}): a pending recv rejects with a typed error, the endpoint closes`, { timeout: 60_000 }, async (t) => {
+    const wheel = setUp(t);
+    if (wheel === undefined) return;
+    await withSession(wheel, role, 'close-py', async ({ ep, peer }) => {
+      // The close may have come before the endpoint was handed out (the Python side closes at once).
+      const closed = ep.endpoint.closed ? Promise.resolve() : new Promise<void>((resolve) => ep.endpoint.once('close', resolve));
+      const [outcome] = await Promise.allSettled([ep.recv(new Uint8Array(8))]);
+      assert.equal(outcome?.status, 'rejected', 'the recv completed although the peer sent nothing');
+      // A UcxError when the recv was waiting as the close came, a ClosedError when it came first.
+      const reason = (outcome as PromiseRejectedResult).reason as unknown;
+      assert.ok(reason instanceof UcxError || reason instanceof ClosedError, `not a UcxError or ClosedError: ${String(reason)}`);
+      await peer.guard(closed, 'the endpoint closing', STEP_MS, { exitIsFailure: false });
+      await peer.success();
+    });
+  });
+
+  test(`ucxx-ts closes its endpoint (${role}): ucxx Python's pending recv raises`, { timeout: 60_000 }, async (t) => {
+    const wheel = setUp(t);
+    if (wheel === undefined) return;
+    await withSession(wheel, role, 'close-ts', async ({ ep, peer }) => {
+      // Not before the Python side runs its handler: a close right after connect() resolves can reach a
+      // ucxx Python listener before it read this side's peer information (its handshake then times out).
+      await peer.line(/^RECEIVING$/m, 'waiting for ucxx Python to receive');
+      await ep.close();
+      const out = await peer.success();
+      assert.match(out, /^RECV RAISED \w+/m);
+      t.diagnostic(/^RECV RAISED .*$/m.exec(out)?.[0] ?? '');
+    });
+  });
+}
+
+test('a ucxx Python peer killed while sending 16 MiB messages: the pending receives reject with typed errors, the worker serves the next peer',
+  { timeout: 90_000 }, async (t) => {
+    const wheel = setUp(t);
+    if (wheel === undefined) return;
+    await using context = new Context({ features: UCXX_PYTHON_FEATURES });
+    const worker = context.createWorker();
+    const { ep, peer } = await open(wheel, worker, 'ucxx Python listener, ucxx-ts client', 'source');
+    try {
+      await peer.line(/^READY$/m, 'waiting for the source');
+      const first = new Uint8Array(SOURCE_SIZE);
+      assert.equal(await peer.guard(ep.recv(first), 'the first message'), SOURCE_SIZE);
+      assertCPattern(first, SOURCE_SIZE, 51, 'the first message');
+      const receives = Array.from({ length: 4 }, () => ep.recv(new Uint8Array(SOURCE_SIZE)));
+      const multi = ep.recvMulti();
+      peer.kill();
+      const outcomes = await Promise.allSettled([...receives, multi]);
+      outcomes.forEach((o, i) => {
+        if (o.status === 'fulfilled') return; // arrived whole before the kill (checked below for receives)
+        assert.ok(o.reason instanceof UcxError, `operation ${i}: ${String(o.reason)} is not a UcxError`);
+      });
+      assert.equal(outcomes[4]?.status, 'rejected', 'recvMulti completed although the peer only sent plain messages');
+      assert.ok(outcomes.some((o) => o.status === 'rejected'));
+    } finally {
+      peer.kill();
+    }
+    const next = await open(wheel, worker, 'ucxx Python listener, ucxx-ts client', 'close-ts');
+    try {
+      await next.peer.line(/^RECEIVING$/m, 'waiting for ucxx Python to receive');
+      await next.ep.close();
+      assert.match(await next.peer.success(), /^RECV RAISED/m);
+    } finally {
+      next.peer.kill();
+    }
+  });
