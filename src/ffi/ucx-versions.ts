@@ -58,6 +58,17 @@ export interface UcxProfile {
     readonly peerRendezvousOwnMemh: boolean;
   };
   /**
+   * UCP options every Context sets on this version unless the user set them (in `config` or as UCX_*
+   * in the environment), each for a bug of this version:
+   * - PROTO_ENABLE=n (1.20): fetching atomics never complete on a PEER-mode endpoint with the v2
+   *   protocols (amo_sw.c's fetch probe lacks UCP_PROTO_COMMON_INIT_FLAG_ERR_HANDLING, so PEER mode
+   *   drops the only protocol and the placeholder never finishes; stock ucx_perftest `ucp_fadd -e`
+   *   hangs, docs/ucx-1.20-bugs/peer_mode_atomics.sh). The v1 protocols complete them, and a v1
+   *   initiator interoperates with a v2 peer (the selection is local: ucx_perftest with either side
+   *   on v1 completes tag, stream, AM, put, get and fadd).
+   */
+  readonly contextDefaults: Readonly<Record<string, string>>;
+  /**
    * UCX bugs that ucxx-ts cannot avoid (each reproduced with a stock UCX program, see
    * docs/ucx-versions.md); they surface as typed errors, and tests that would meet them ask this.
    * - tcpLoopbackUnreachable: a tcp interface on `lo` cannot reach another one on `lo` (UCX_TLS=tcp
@@ -72,6 +83,12 @@ export interface UcxProfile {
      * UNREACHABLE; plain C too): ucxx-ts's UnreachableError then names the fix (the peer's features).
      */
     readonly featureMismatchUnreachable: boolean;
+    /**
+     * A peer on this version with its default (v2) protocols never completes a fetching atomic it
+     * initiates on a PEER-mode endpoint (see `contextDefaults`): ucxx-ts avoids it for its own
+     * atomics, and such a peer needs UCX_PROTO_ENABLE=n to fetch from ucxx-ts's memory.
+     */
+    readonly peerModeFetchAtomicsHang: boolean;
   };
 }
 
@@ -87,7 +104,8 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     shmRecordFormat: '1.13',
     grownStructs: Object.freeze({}),
     workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: true, peerRendezvousOwnMemh: false }),
-    unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: false, featureMismatchUnreachable: true }),
+    contextDefaults: Object.freeze({}),
+    unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: false, featureMismatchUnreachable: true, peerModeFetchAtomicsHang: false }),
   }),
   Object.freeze<UcxProfile>({
     range: '1.19.x-1.20.x',
@@ -99,7 +117,8 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     shmRecordFormat: '1.13', // uct_sysv_packed_rkey_t and uct_posix_packed_rkey_t are unchanged in 1.20
     grownStructs: Object.freeze({ ucp_params_t: 88, ucp_mem_map_params_t: 48, ucp_ep_attr_t: 328 }),
     workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: false, peerRendezvousOwnMemh: true }),
-    unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: true, featureMismatchUnreachable: false }),
+    contextDefaults: Object.freeze({ PROTO_ENABLE: 'n' }),
+    unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: true, featureMismatchUnreachable: false, peerModeFetchAtomicsHang: true }),
   }),
 ]);
 

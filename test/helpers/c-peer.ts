@@ -65,15 +65,15 @@ export class CPeer {
   #waiters: (() => void)[] = [];
 
   /**
-   * Starts `binary args` with the clean environment; `wrapper` (e.g. a network namespace's
+   * Starts `binary args` with the clean environment (plus `env`, for a setting a test names); `wrapper` (e.g. a network namespace's
    * `ip netns exec ... --`) runs it elsewhere. The peer must print its lines unbuffered (the C peers
    * here set line buffering themselves).
    */
-  constructor(binary: string, args: readonly string[], options: { wrapper?: readonly string[]; stepMs?: number } = {}) {
+  constructor(binary: string, args: readonly string[], options: { wrapper?: readonly string[]; stepMs?: number; env?: NodeJS.ProcessEnv } = {}) {
     const argv = [...(options.wrapper ?? []), binary, ...args];
     this.#label = `${basename(binary)} ${args.join(' ')}`;
     this.#stepMs = options.stepMs ?? 15_000;
-    this.child = spawn(argv[0] as string, argv.slice(1), { env: cleanEnvironment(), stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(argv[0] as string, argv.slice(1), { env: { ...cleanEnvironment(), ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
     const wake = (): void => {
       for (const w of this.#waiters.splice(0)) w();
     };

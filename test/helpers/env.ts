@@ -66,3 +66,12 @@ export function ucxTool(name: string): string {
 export function ucxProfileOfRun(version: readonly [number, number, number]): UcxProfile {
   return profileFor(version);
 }
+
+/**
+ * The environment a stock UCX peer (a C program, ucx_perftest) needs, beyond UCX's defaults, to initiate
+ * fetching atomics on a PEER-mode endpoint on this run's UCX: UCX_PROTO_ENABLE=n where its v2 protocols
+ * never complete them (UcxProfile.unavoidableBugs.peerModeFetchAtomicsHang); nothing elsewhere.
+ */
+export function peerAtomicsEnvironment(version: readonly [number, number, number]): NodeJS.ProcessEnv {
+  return profileFor(version).unavoidableBugs.peerModeFetchAtomicsHang ? { UCX_PROTO_ENABLE: 'n' } : {};
+}

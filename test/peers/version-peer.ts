@@ -44,6 +44,22 @@ function watch(ep: Endpoint, label: string): void {
   ep.on('error', (err) => send({ type: 'endpoint-error', label, error: describe(err) }));
 }
 
+/** Connects as the command says and reports how it ended; the endpoint stays open until 'exit', since
+ * closing it at once would race the listener's own probe of it. */
+async function connectAndProbe(command: { type: string; port?: number; address?: number[]; probeMs?: number }): Promise<void> {
+  const started = Date.now();
+  try {
+    const ep = command.type === 'connect'
+      ? await worker.connect('127.0.0.1', command.port ?? 0, options)
+      : worker.connectToAddress(new Uint8Array(command.address ?? []), options);
+    watch(ep, 'connected');
+    const result = await probe(ep, command.probeMs ?? 2000);
+    send({ type: 'connect-result', ok: true, ms: Date.now() - started, probe: result, version });
+  } catch (err) {
+    send({ type: 'connect-result', ok: false, ms: Date.now() - started, error: describe(err), version });
+  }
+}
+
 process.on('message', (command: { type: string; port?: number; address?: number[]; probeMs?: number }) => {
   void (async () => {
     switch (command.type) {
@@ -58,32 +74,10 @@ process.on('message', (command: { type: string; port?: number; address?: number[
         send({ type: 'listening', port: listener.port, address: [...worker.getAddress()], version });
         break;
       }
-      case 'connect': {
-        const started = Date.now();
-        try {
-          const ep = await worker.connect('127.0.0.1', command.port ?? 0, options);
-          watch(ep, 'connected');
-          const result = await probe(ep, command.probeMs ?? 2000);
-          send({ type: 'connect-result', ok: true, ms: Date.now() - started, probe: result, version });
-          await ep.close();
-        } catch (err) {
-          send({ type: 'connect-result', ok: false, ms: Date.now() - started, error: describe(err), version });
-        }
+      case 'connect':
+      case 'connect-address':
+        await connectAndProbe(command);
         break;
-      }
-      case 'connect-address': {
-        const started = Date.now();
-        try {
-          const ep = worker.connectToAddress(new Uint8Array(command.address ?? []), options);
-          watch(ep, 'connected');
-          const result = await probe(ep, command.probeMs ?? 2000);
-          send({ type: 'connect-result', ok: true, ms: Date.now() - started, probe: result, version });
-          await ep.close();
-        } catch (err) {
-          send({ type: 'connect-result', ok: false, ms: Date.now() - started, error: describe(err), version });
-        }
-        break;
-      }
       case 'exit':
         await context.close();
         process.exit(0);
