@@ -139,6 +139,18 @@ async function ping({ endpoint, peer }: Session): Promise<void> {
   assertCPattern(back, 8, 1, 'ping: the bytes sent back');
 }
 
+/** After a killed peer: a fresh libucxx peer in `role` on the same worker pings, gets DONE and exits 0. */
+async function servesNextPeer(binary: string, worker: Worker, role: Role): Promise<void> {
+  const next = await open(binary, worker, role, ['ping'], PEER_OPTIONS);
+  try {
+    await ping(next);
+    await next.peer.guard(next.endpoint.tagSend(DONE, TAG_ACK), 'sending DONE');
+    await next.peer.success();
+  } finally {
+    next.peer.kill();
+  }
+}
+
 // ---- connecting ---------------------------------------------------------------------------------
 
 // A TODO while 'auto' connects a peer on this host in NONE mode: the libucxx server refuses it ("error
@@ -326,14 +338,7 @@ test('a libucxx server killed while ucxx-ts sends to it: the sends reject with t
     peer.kill();
   }
   // The worker goes on: a fresh libucxx peer on it.
-  const next = await open(setup.binary, worker, 'libucxx server, ucxx-ts client', ['ping'], PEER_OPTIONS);
-  try {
-    await ping(next);
-    await next.peer.guard(next.endpoint.tagSend(DONE, TAG_ACK), 'sending DONE');
-    await next.peer.success();
-  } finally {
-    next.peer.kill();
-  }
+  await servesNextPeer(setup.binary, worker, 'libucxx server, ucxx-ts client');
 });
 
 test('a libucxx client killed while ucxx-ts receives from it and reads its memory: typed errors, the worker serves the next peer', { timeout: 60_000 }, async (t) => {
@@ -362,12 +367,5 @@ test('a libucxx client killed while ucxx-ts receives from it and reads its memor
   } finally {
     peer.kill();
   }
-  const next = await open(setup.binary, worker, 'ucxx-ts listener, libucxx client', ['ping'], PEER_OPTIONS);
-  try {
-    await ping(next);
-    await next.peer.guard(next.endpoint.tagSend(DONE, TAG_ACK), 'sending DONE');
-    await next.peer.success();
-  } finally {
-    next.peer.kill();
-  }
+  await servesNextPeer(setup.binary, worker, 'ucxx-ts listener, libucxx client');
 });
