@@ -143,6 +143,18 @@ for (const test of PERF_TESTS.values()) {
   }
 }
 
+// PEER error handling (ucxx's default, and ucxx-ts's 'auto' from UCX 1.19 on) against ucx_perftest -e:
+// TEST:peer at 8 B (latency) and 1 MiB (bandwidth). The rows without :peer are NONE mode on both sides.
+for (const name of ['tag_lat', 'put_lat', 'tag_bw', 'put_bw'] as const) {
+  const spec = TESTS[name] as TestSpec;
+  const c = spec.c === null ? null : { ...spec.c, extra: [...(spec.c.extra ?? []), '-e'] };
+  TESTS[`${name}:peer`] = {
+    ...spec, c, net: null, noNet: 'net has no error-handling mode (see the rows without :peer)',
+    sizes: [spec.kind === 'latency' ? 8 : MiB], base: name, ucxxExtra: ['-e'],
+    note: ['PEER error handling on both sides (ucxx-perf -e, ucx_perftest -e)', ...(spec.note === undefined ? [] : [spec.note])].join('; '),
+  };
+}
+
 // ---- iterations ------------------------------------------------------------------------------------
 
 /** One test at one size, with its iterations, warm-up and -O (the same for every implementation). */

@@ -11,7 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import { readFileSync } from 'node:fs';
-import { Context, DEFAULT_FEATURES, UCX_ENVIRONMENT_DEFAULTS, getUcxLibrary, getUcxVersion, type Feature } from 'ucxx-ts';
+import { Context, DEFAULT_FEATURES, UCX_ENVIRONMENT_DEFAULTS, getDefaultErrorHandling, getUcxLibrary, getUcxVersion, type Feature } from 'ucxx-ts';
 
 const USAGE = `usage: ucxx-info [--json] [-c|--config] [--features LIST]
   --json             one JSON object
@@ -61,7 +61,9 @@ async function main(): Promise<number> {
     features: context.features,
     resources: context.getResources(),
     environment,
-    errorHandling: "'auto': UCP NONE mode for a peer on this host (shared memory), PEER for a remote one",
+    errorHandling: getDefaultErrorHandling() === 'peer'
+      ? "'auto': UCP PEER mode for every peer (as ucxx; TCP to a peer on this host); { errorHandling: 'none' } uses shared memory"
+      : "'auto': UCP NONE mode for a peer on this host (shared memory), PEER for a remote one",
     config,
   };
   if (values.json === true) {

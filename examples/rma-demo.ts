@@ -145,6 +145,10 @@ async function runInitiator(port: number): Promise<void> {
     const keyBuffer = new Uint8Array(4 * KiB);
     const { length } = await endpoint.tagRecv(keyBuffer, TAG_KEY);
     const key: RemoteKey = createRemoteKeyFromSerialized(endpoint, keyBuffer.subarray(0, length));
+    // The lanes are settled once a message has come through: say what this connection moves data over.
+    const lanes = [...new Set(endpoint.getTransports().filter((l) => !l.usage.includes('cm')).map((l) => `${l.transport}/${l.device}`))];
+    console.log(`connection: error handling ${endpoint.errorHandling ?? '?'} (the default on UCX ${getUcxVersion().join('.')}), ` +
+      `lanes in use: ${lanes.join(', ') || 'none reported'}`);
 
     const measurements: Measurement[] = [];
     for (const [index, c] of CASES.entries()) {

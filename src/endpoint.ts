@@ -113,15 +113,17 @@ export interface AtomicOptions extends OperationOptions {
  * UCP's error-handling mode for an endpoint this process creates (the client side of a connection
  * decides it for both sides):
  * - 'peer' (UCP_ERR_HANDLING_MODE_PEER): UCX detects a failed peer (keepalive, transport errors) and
- *   fails what is pending. UCX 1.13 then leaves shared memory out (with its defaults), so even on one
- *   host everything goes over TCP or CMA: RMA into UCX-allocated memory costs ~40 us instead of ~1 us.
- * - 'none' (UCP_ERR_HANDLING_MODE_NONE, UCX's own default): every transport, shared memory included.
- *   A closed connection is still reported on client-server endpoints (their connection manager sees
- *   the socket close), but a peer that stops responding is not detected by UCX.
- * - 'auto' (the default): 'none' when the peer is on this host (a connect to an address of this
- *   machine, or a worker address whose shared-memory device is this host's), else 'peer'.
- * `true` and `false` mean 'peer' and 'none'. A server may refuse a client whose mode is not the one it
- * asks for (ucxx servers ask for 'peer'): connect to one on this host with 'peer'.
+ *   fails what is pending. Shared memory refuses this mode (with UCX's defaults, which ucxx-ts keeps), so
+ *   peers on one host talk over TCP, and RMA then needs the owner's progress.
+ * - 'none' (UCP_ERR_HANDLING_MODE_NONE, UCX's own default): every transport, shared memory included,
+ *   on every version. A closed connection is still reported on client-server endpoints (their
+ *   connection manager sees the socket close), but a peer that stops responding is not detected.
+ * - 'auto' (the default): the loaded UCX version's choice (`getDefaultErrorHandling()`). From 1.19 on
+ *   'peer', the mode ucxx C++ and Python servers accept. On 1.13 'none' when the peer is on this host (a connect to an address of
+ *   this machine other than this process's own listener, or a worker address whose shared-memory
+ *   device is this host's), else 'peer'.
+ * `true` and `false` mean 'peer' and 'none'. A server that accepts in a given mode refuses a client in
+ * the other (the error names the option that reaches it); a ucxx-ts listener takes each client's mode.
  * docs/interoperability.md has the measurements.
  */
 export type ErrorHandlingMode = 'auto' | 'peer' | 'none';
@@ -280,7 +282,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const status = ucx().ucp_ep_create(workerHandle, params.buffer, out.reset());
     if (status !== 0) {
       endpoints.delete(this.#id);
-      throw errorFromStatus(status, `ucp_ep_create (${peer})`);
+      // In PEER mode UCX needs a transport with peer failure handling, which shared memory is not.
+      const hint = status === UCS_ERR_UNREACHABLE && errorMode === 'peer'
+        ? ": in errorHandling 'peer' no transport shared with the peer detects its failure (shared memory does not; " +
+          "TCP and RDMA do): connect with { errorHandling: 'none' }, or give the Context a network transport"
+        : '';
+      throw errorFromStatus(status, `ucp_ep_create (${peer})${hint}`);
     }
     this.#handle = out.ptr();
     worker[kEndpointOpened](this, this.#handle as bigint);
@@ -394,6 +401,20 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   #closedByPeer = false;
+
+  /**
+   * The UCP error-handling mode this process created the endpoint in ('peer' or 'none', after resolving
+   * `'auto'`), or undefined for an endpoint a listener accepted (its client chose the mode).
+   *
+   * @example
+   * ```ts
+   * const ep = await worker.connect('127.0.0.1', 13337);
+   * console.log(ep.errorHandling); // 'peer' on UCX 1.19 and newer: ucxx's default
+   * ```
+   */
+  get errorHandling(): 'peer' | 'none' | undefined {
+    return this.#peerMode === null ? undefined : this.#peerMode ? 'peer' : 'none';
+  }
 
   /**
    * The `ucp_ep_h` handle, for code that calls libucp itself.
@@ -742,7 +763,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    *   reads it late). `protocol` forces 'eager' or 'rendezvous' (default 'auto'); `reply: true` lets the
    *   receiver answer on `msg.replyEndpoint`. With rendezvous the request reports the status the
    *   receiver decided.
-   * - `amSend(data, options?)`: ucxx's form (src/ucxx-am.ts): AM id 0 with ucxx's header, so a ucxx
+   * - `amSend(data, options?)`: ucxx's form (docs/ucxx-protocols.md): AM id 0 with ucxx's header, so a ucxx
    *   peer's `amRecv()` (or the receiver callback named by `receiverCallbackInfo`) gets it.
    *
    * @example
@@ -889,7 +910,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /**
-   * Sends `buffers` as one ucxx tagMulti message (ucxx's framing: see src/tag-multi.ts): header(s)
+   * Sends `buffers` as one ucxx tagMulti message (ucxx's framing: see docs/ucxx-protocols.md): header(s)
    * announcing the frame count and sizes, then each buffer, all on `tag`. A ucxx peer's `tagMultiRecv`
    * (or ours) receives them without knowing either in advance. At least one buffer. Completes when all
    * are sent.

@@ -37,7 +37,7 @@ export type { TransportResource } from './internal/context-info.js';
 export { UCX_ENVIRONMENT_DEFAULTS } from './ffi/library.js';
 export { getDiagnostics, type UcxxDiagnostics } from './diagnostics.js';
 
-import { ucpVersion, ucx } from './ffi/index.js';
+import { ucpVersion, ucx, ucxProfile } from './ffi/index.js';
 import { mappedLibraryPath } from './ffi/library.js';
 
 /**
@@ -76,4 +76,20 @@ export function getUcxLibrary(): UcxLibraryInfo {
   ucx();
   const dir = process.env['UCXX_TS_UCX_LIBDIR'];
   return { path: mappedLibraryPath('libucp.so') ?? 'libucp.so.0', from: dir !== undefined && dir !== '' ? 'UCXX_TS_UCX_LIBDIR' : 'system' };
+}
+
+/**
+ * What `errorHandling: 'auto'` (the default of `worker.connect()` and `worker.connectToAddress()`) means
+ * on the loaded UCX: `'peer'` from UCX 1.19 on (what ucxx C++ and Python servers accept; on one host
+ * that is TCP), `'none-on-this-host'` on 1.13 (NONE mode, shared memory, for a peer on this host; PEER
+ * for a remote one). docs/interoperability.md has the measurements behind each choice.
+ *
+ * @example
+ * ```ts
+ * if (getDefaultErrorHandling() === 'peer') console.log('a plain connect() reaches ucxx servers');
+ * ```
+ */
+export function getDefaultErrorHandling(): 'peer' | 'none-on-this-host' {
+  ucx();
+  return ucxProfile().defaultErrorMode;
 }

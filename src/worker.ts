@@ -12,7 +12,7 @@
 import { debug } from './internal/debug-log.js';
 import {
   CONSTANTS, OutCell, StructBuffer, UCS_ERR_INVALID_PARAM, UCS_ERR_NOT_CONNECTED, UCS_ERR_NO_MEMORY, UCS_ERR_REJECTED,
-  UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucpVersion, ucx,
+  UCS_ERR_CONNECTION_RESET, UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucpVersion, ucx,
   ucxProfile, type Ptr,
 } from './ffi/index.js';
 import { OwnMemh } from './engine/own-memh.js';
@@ -88,7 +88,10 @@ export interface WorkerOptions {
 
 const K = CONSTANTS;
 
-/** The UCP error mode for an endpoint this worker creates; `local` says whether the peer is on this host. */
+/**
+ * The UCP error mode for an endpoint this worker creates ('auto': the loaded UCX version's default);
+ * `local` says whether the peer is on this host.
+ */
 function resolveErrorMode(option: ErrorHandlingMode | boolean | undefined, local: () => boolean): 'peer' | 'none' {
   switch (option ?? 'auto') {
     case true:
@@ -98,7 +101,7 @@ function resolveErrorMode(option: ErrorHandlingMode | boolean | undefined, local
     case 'none':
       return 'none';
     case 'auto':
-      return local() ? 'none' : 'peer';
+      return ucxProfile().defaultErrorMode === 'peer' || !local() ? 'peer' : 'none';
     default:
       throw new InvalidArgumentError(`errorHandling must be 'auto', 'peer', 'none' or a boolean, got ${show(option)}`);
   }
@@ -112,18 +115,14 @@ const CLOSE_PURGE_WAIT_MS = 500;
 const PARKED_CHECK_MS = 250;
 
 /** What a failed connect most likely needs from the user, for the error message ('' when nothing known). */
-function connectFailureHint(
-  err: Error, mode: 'peer' | 'none', option: ErrorHandlingMode | boolean | undefined, features: readonly string[],
-): string {
+function connectFailureHint(err: Error, mode: 'peer' | 'none', features: readonly string[]): string {
   if ((err as { status?: number }).status === UCS_ERR_UNREACHABLE) {
     // An endpoint that failed this way after its flush already carries the hint.
     return err.message.includes('features differ') ? '' : featureMismatchHint(features);
   }
-  if (mode === 'none' && (option ?? 'auto') === 'auto') {
-    return ". The connection used errorHandling 'none' (the 'auto' choice for a peer on this host); a server " +
-      "that asks for 'peer' (as ucxx servers do) refuses it: connect with { errorHandling: 'peer' } to reach one";
-  }
-  return '';
+  const other = mode === 'peer' ? 'none' : 'peer';
+  return `. The connection used errorHandling '${mode}'; a server that asks for '${other}' (one that accepts ` +
+    `with UCP_ERR_HANDLING_MODE_${other.toUpperCase()}) refuses it: connect with { errorHandling: '${other}' } to reach one`;
 }
 
 /**
@@ -590,7 +589,7 @@ export class Worker {
   }
 
   /**
-   * Receives one ucxx tagMulti message from any endpoint (ucxx's framing: see src/tag-multi.ts): the
+   * Receives one ucxx tagMulti message from any endpoint (ucxx's framing: see docs/ucxx-protocols.md): the
    * frames, as many and as large as the sender's headers announce (within `maxFrames`/`maxBytes`).
    *
    * @example
@@ -666,13 +665,13 @@ export class Worker {
     this[kLive]('Worker');
     const { sockaddr, ip } = await resolveSockaddr(host, port);
     const handle = this[kLive]('Worker');
-    // A connection to a listener of this process stays in PEER mode: UCX 1.13 mishandles a NONE-mode
-    // client-server connection to itself (failed flushes on close, a crash in its async thread when the
-    // process exits while connecting), and it gains nothing from shared memory.
+    // On a version whose default is NONE on this host, a connection to a listener of this process stays
+    // in PEER mode: UCX 1.13 mishandles a NONE-mode client-server connection to itself (failed flushes on
+    // close, a crash in its async thread when the process exits while connecting).
     const mode = resolveErrorMode(options.errorHandling, () => isLocalIp(ip) && !isOwnListenerPort(port));
     // Whether a listener is there, for the message of a refusal that may be a server refusing this
-    // NONE-mode client (read now as well: a server that refuses may also exit at once).
-    const listenedBefore = mode === 'none' && (options.errorHandling ?? 'auto') === 'auto' && listeningOnPort(port) === true;
+    // client's error mode (read now as well: a server that refuses may also exit at once).
+    const listenedBefore = isLocalIp(ip) && listeningOnPort(port) === true;
     const endpoint = Endpoint[kCreate](INTERNAL, this, handle, options, mode, (params) => {
       params
         .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_SOCK_ADDR | K.UCP_EP_PARAM_FIELD_FLAGS)
@@ -710,7 +709,7 @@ export class Worker {
         const listening = listenedBefore ? true : isLocalIp(ip) ? listeningOnPort(port) : null;
         const refused = new ConnectionRefusedError(`${host}:${port}`, status, { cause: err, listening: listening === true });
         debug('connect to %s:%d refused (%s)', host, port, (err as Error).message);
-        if (listening !== false) refused.message += connectFailureHint(refused, mode, options.errorHandling, this.#context.features);
+        if (listening !== false) refused.message += connectFailureHint(refused, mode, this.#context.features);
         // UCX tells the client nothing more when the server's UCX could not read its request.
         if (listening !== false) {
           refused.message += `. A listener on another UCX release refuses a client this way too: this process runs UCX ` +
@@ -718,7 +717,14 @@ export class Worker {
         }
         throw refused;
       }
-      if (err instanceof Error) err.message += connectFailureHint(err, mode, options.errorHandling, this.#context.features);
+      if (err instanceof Error && status === UCS_ERR_UNREACHABLE) {
+        err.message += connectFailureHint(err, mode, this.#context.features);
+      }
+      // A server that refuses this client's error mode and then exits (or closes its listener) resets
+      // the connection instead of refusing it (UCX 1.20).
+      if (err instanceof Error && status === UCS_ERR_CONNECTION_RESET && listenedBefore) {
+        err.message += '. The server reset the connection before it was made' + connectFailureHint(err, mode, this.#context.features);
+      }
       debug('connect to %s:%d failed: %s', host, port, (err as Error).message);
       throw err;
     }

@@ -14,17 +14,19 @@
  *   ucxx-ts checks its regions byte for byte.
  *
  * The C program runs with a clean environment (PATH only: UCX's defaults; in PEER mode on UCX 1.20 also
- * UCX_PROTO_ENABLE=n, without which its own fetching atomics never complete: a UCX bug). With ucxx-ts's defaults on
- * one host the connection is in UCP's NONE error mode, where the allocated region is reached over
- * shared memory and the registered one over CMA / active messages; the PEER-mode runs move everything
- * over TCP (UCX emulates RMA and atomics with active messages: the owner's worker must progress, which
- * the C program does while it waits for DONE, and ucxx-ts's event worker does by itself).
+ * UCX_PROTO_ENABLE=n, without which its own fetching atomics never complete: a UCX bug). ucxx-ts's
+ * defaults connect in UCP's PEER error mode from 1.19 on and in NONE mode on one host on 1.13. PEER mode
+ * moves everything over TCP to a C program with UCX's defaults (UCX emulates RMA and atomics with active
+ * messages: the owner's worker must progress, which the C program does while it waits for DONE, and
+ * ucxx-ts's event worker does by itself); NONE mode reaches the allocated region over shared memory and
+ * the registered one over CMA / active messages.
  */
 import { test, type TestContext } from 'node:test';
 import { strict as assert } from 'node:assert';
-import { Context, getUcxVersion, type Endpoint } from 'ucxx-ts';
+import { ConnectionRefusedError, ConnectionResetError, Context, getUcxVersion, type Endpoint } from 'ucxx-ts';
+import { within } from './helpers/deadline.js';
 import { CPeer, compileC } from './helpers/c-peer.js';
-import { peerAtomicsEnvironment } from './helpers/env.js';
+import { peerAtomicsEnvironment, ucxProfileOfRun } from './helpers/env.js';
 import { receiveBye, tsExposes, tsInitiates } from './helpers/rma-protocol.js';
 
 type Direction = 'c-exposes' | 'ts-exposes' | 'both';
@@ -36,28 +38,32 @@ function lanes(endpoint: Endpoint): string {
 
 /**
  * One connection; the C program takes `direction`. `mode`: the error mode ucxx-ts's client asks for
- * (the C server takes the client's), or the C client's (the ucxx-ts server takes it).
+ * (the C server takes the client's, or asks for `serverMode`), or the C client's (the ucxx-ts server takes it).
  */
-async function run(t: TestContext, role: Role, direction: Direction, mode: 'auto' | 'none' | 'peer'): Promise<string> {
+async function run(
+  t: TestContext, role: Role, direction: Direction, mode: 'auto' | 'none' | 'peer', serverMode: 'any' | 'none' = 'any',
+): Promise<string> {
   const binary = compileC('rma_peer');
   await using context = new Context();
   const worker = context.createWorker();
   const bye = receiveBye(worker);
   bye.catch(() => undefined); // awaited below
   let peer: CPeer | undefined;
+  // The C program is on this host.
+  const effective = mode === 'auto' ? (ucxProfileOfRun(getUcxVersion()).defaultErrorMode === 'peer' ? 'peer' : 'none') : mode;
   // UCX's defaults, except where this UCX's own bug stops a PEER-mode peer's fetching atomics.
-  const env = mode === 'peer' ? peerAtomicsEnvironment(getUcxVersion()) : {};
+  const env = effective === 'peer' ? peerAtomicsEnvironment(getUcxVersion()) : {};
   try {
     let endpoint: Endpoint;
     if (role === 'C server, ucxx-ts client') {
-      peer = new CPeer(binary, ['server', '127.0.0.1', 'any', direction], { env });
+      peer = new CPeer(binary, ['server', '127.0.0.1', serverMode, direction], { env });
       const port = await peer.port();
-      endpoint = await peer.guard(worker.connect('127.0.0.1', port, mode === 'peer' ? { errorHandling: 'peer' } : {}),
+      endpoint = await peer.guard(worker.connect('127.0.0.1', port, mode === 'auto' ? {} : { errorHandling: mode }),
         `connecting to the C server on port ${port}`);
     } else {
       const listener = worker.listen({ host: '127.0.0.1', port: 0 });
       const accepted = listener[Symbol.asyncIterator]().next();
-      peer = new CPeer(binary, ['client', '127.0.0.1', String(listener.port), mode === 'auto' ? 'none' : mode, direction], { env });
+      peer = new CPeer(binary, ['client', '127.0.0.1', String(listener.port), effective, direction], { env });
       const next = await peer.guard(accepted, 'accepting the C client');
       assert.ok(next.done !== true, 'the listener ended without a connection');
       endpoint = next.value;
@@ -112,4 +118,44 @@ for (const role of ROLES) {
     { timeout: 60_000 }, async (t) => {
       await run(t, role, 'both', 'peer');
     });
+  test(`RMA interop (${role}, NONE error mode: shared memory and CMA): both directions in one connection`,
+    { timeout: 60_000 }, async (t) => {
+      await run(t, role, 'both', 'none');
+    });
 }
+
+test("a C server that accepts only in NONE mode: ucxx-ts's default reaches it on 1.13 (NONE on this host); from 1.19 on (PEER) it refuses it with an error naming the fix, and the fix reaches it", { timeout: 60_000 }, async (t) => {
+  if (ucxProfileOfRun(getUcxVersion()).defaultErrorMode !== 'peer') {
+    const stdout = await run(t, 'C server, ucxx-ts client', 'c-exposes', 'auto', 'none');
+    assert.match(stdout, /^OK c-exposes: both regions/m);
+    return;
+  }
+  const binary = compileC('rma_peer');
+  await using context = new Context();
+  const worker = context.createWorker();
+  const strict = new CPeer(binary, ['server', '127.0.0.1', 'none', 'c-exposes']);
+  try {
+    const port = await strict.port();
+    const outcome = await within(worker.connect('127.0.0.1', port).then(
+      async (endpoint) => {
+        // UCX may report the refusal at the first operation that needs the connection.
+        await endpoint.flush();
+        return 'connected';
+      },
+    ).catch((err: unknown) => err), 10_000, 'the PEER-mode connect to a NONE-only server');
+    // Refused (NOT_CONNECTED), or reset when the C program exits on its failed accept before UCX answers.
+    assert.ok(outcome instanceof ConnectionRefusedError || outcome instanceof ConnectionResetError,
+      `expected ConnectionRefusedError or ConnectionResetError, got ${String(outcome)}\n${strict.describe()}`);
+    assert.match(outcome.message, /used errorHandling 'peer'.*connect with \{ errorHandling: 'none' \}/s);
+    // The C program's own choice: it exits when its ucp_ep_create fails. Nothing of ours is harmed.
+    const exit = await within(strict.exited, 10_000, 'the C server to end');
+    t.diagnostic(`the C server after refusing: exit ${String(exit.code ?? exit.signal)}; stderr: ${strict.stderr.trim().split('\n').at(-1) ?? ''}`);
+  } finally {
+    strict.kill();
+  }
+  // The worker is unharmed, and { errorHandling: 'none' } reaches the same kind of server.
+  const stdout = await run(t, 'C server, ucxx-ts client', 'c-exposes', 'none', 'none');
+  assert.match(stdout, /^OK c-exposes: both regions/m);
+  const probe = await worker.connect('127.0.0.1', worker.listen({ host: '127.0.0.1', port: 0 }).port);
+  await probe.close();
+});

@@ -5,8 +5,8 @@
  * (ucxx.create_listener with a ucxx-ts client, ucxx.create_endpoint to a ucxx-ts listener). Every byte is
  * checked on both sides: send/recv with and without user tags, send_obj/recv_obj, send_multi/recv_multi
  * (5 frames, 150 frames), am_send/am_recv against ucxx-ts's ucxx AM; close from either side; a Python
- * peer killed mid-transfer. ucxx Python's endpoints use error handling, so ucxx-ts connects with
- * { errorHandling: 'peer' }.
+ * peer killed mid-transfer. ucxx Python's endpoints use error handling, ucxx-ts's default from UCX 1.19
+ * on: the tests pass no errorHandling.
  */
 import { test, type TestContext } from 'node:test';
 import { strict as assert } from 'node:assert';
@@ -31,7 +31,8 @@ const USER_TAG = -7n;
 const FORCED_TAG = 0xfeedfacecafebeefn;
 const SOURCE_SIZE = 16 * MiB;
 const DONE = new TextEncoder().encode('DONE');
-const PEER_OPTIONS: EndpointOptions = { errorHandling: 'peer' };
+// ucxx-ts's defaults: PEER error handling from UCX 1.19 on (these files run on 1.19+), as ucxx's.
+const DEFAULTS: EndpointOptions = {};
 /** ucxx Python starts slowly (numpy, rmm, a progress thread): a step may take a while on a loaded machine. */
 const STEP_MS = 30_000;
 
@@ -53,14 +54,14 @@ async function open(wheel: UcxxWheel, worker: Worker, role: Role, scenario: stri
     const peer = new CPeer(wheel.python, ['-u', SCRIPT, 'server', scenario], { stepMs: STEP_MS });
     try {
       const port = await peer.port();
-      const ep = await peer.guard(worker.connect('127.0.0.1', port, { handshake: 'ucxx-python', ...PEER_OPTIONS }), 'connecting to ucxx Python');
+      const ep = await peer.guard(worker.connect('127.0.0.1', port, { handshake: 'ucxx-python', ...DEFAULTS }), 'connecting to ucxx Python');
       return { worker, ep, peer };
     } catch (err) {
       peer.kill();
       throw err;
     }
   }
-  const listener = worker.listen({ host: '127.0.0.1', port: 0, handshake: 'ucxx-python', endpoint: PEER_OPTIONS });
+  const listener = worker.listen({ host: '127.0.0.1', port: 0, handshake: 'ucxx-python', endpoint: DEFAULTS });
   const accepted = listener[Symbol.asyncIterator]().next();
   const peer = new CPeer(wheel.python, ['-u', SCRIPT, 'client', '127.0.0.1', String(listener.port), scenario], { stepMs: STEP_MS });
   try {

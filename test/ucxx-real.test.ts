@@ -5,8 +5,8 @@
  * ucxx-ts listener with a libucxx client. Every byte is checked on both sides: the RemoteKey API (each
  * side's serialized key rebuilt by the other, memPut/memGet into the other's region), tagMulti, ucxx
  * active messages with user headers and receiver callbacks, and a ucxx peer killed mid-transfer. ucxx
- * accepts and connects with error handling on, so ucxx-ts connects with { errorHandling: 'peer' }; one
- * test is the default connect, with no options.
+ * accepts and connects with error handling on, ucxx-ts's default from UCX 1.19 on: every test connects
+ * with no options but one, which names { errorHandling: 'peer' }.
  */
 import { test, type TestContext } from 'node:test';
 import { strict as assert } from 'node:assert';
@@ -32,7 +32,8 @@ const RMA_LEN = 65536 + 3;
 const PUT_OFF = 4096;
 const GET_OFF = 300000;
 const TS_PUT_OFF = 8192 + 1;
-const PEER_OPTIONS: EndpointOptions = { errorHandling: 'peer' };
+// ucxx-ts's defaults: PEER error handling from UCX 1.19 on (these files run on 1.19+), as ucxx's.
+const DEFAULTS: EndpointOptions = {};
 
 type Role = 'libucxx server, ucxx-ts client' | 'ucxx-ts listener, libucxx client';
 const ROLES: Role[] = ['libucxx server, ucxx-ts client', 'ucxx-ts listener, libucxx client'];
@@ -88,12 +89,12 @@ async function open(binary: string, worker: Worker, role: Role, scenario: string
 /** Runs `body` on a session, then sends DONE and checks that the peer printed OK and exited 0. */
 async function session(
   binary: string, role: Role, scenario: string[], body: (s: Session) => Promise<void>,
-  options: { endpoint?: EndpointOptions | undefined; prepare?: (worker: Worker) => void } = { endpoint: PEER_OPTIONS },
+  options: { endpoint?: EndpointOptions | undefined; prepare?: (worker: Worker) => void } = { endpoint: DEFAULTS },
 ): Promise<string> {
   await using context = new Context();
   const worker = context.createWorker();
   options.prepare?.(worker);
-  const s = await open(binary, worker, role, scenario, 'endpoint' in options ? options.endpoint : PEER_OPTIONS);
+  const s = await open(binary, worker, role, scenario, 'endpoint' in options ? options.endpoint : DEFAULTS);
   try {
     try {
       await body(s);
@@ -141,7 +142,7 @@ async function ping({ endpoint, peer }: Session): Promise<void> {
 
 /** After a killed peer: a fresh libucxx peer in `role` on the same worker pings, gets DONE and exits 0. */
 async function servesNextPeer(binary: string, worker: Worker, role: Role): Promise<void> {
-  const next = await open(binary, worker, role, ['ping'], PEER_OPTIONS);
+  const next = await open(binary, worker, role, ['ping'], DEFAULTS);
   try {
     await ping(next);
     await next.peer.guard(next.endpoint.tagSend(DONE, TAG_ACK), 'sending DONE');
@@ -153,9 +154,8 @@ async function servesNextPeer(binary: string, worker: Worker, role: Role): Promi
 
 // ---- connecting ---------------------------------------------------------------------------------
 
-// A TODO while 'auto' connects a peer on this host in NONE mode: the libucxx server refuses it ("error
-// handling level mismatch") and the connect fails with ConnectionRefusedError.
-test('the default connect (no options) reaches a libucxx server on this host', { todo: 'default connect is NONE on one host' }, async (t) => {
+// libucxx accepts with error handling on, which is the default from UCX 1.19 on (this file runs on 1.19+).
+test('the default connect (no options) reaches a libucxx server on this host', async (t) => {
   const setup = setUp(t);
   if (setup === undefined) return;
   await session(setup.binary, 'libucxx server, ucxx-ts client', ['ping'], ping, { endpoint: undefined });
@@ -165,7 +165,7 @@ for (const role of ROLES) {
   test(`connect with { errorHandling: 'peer' } (${role}): a tag message both ways`, async (t) => {
     const setup = setUp(t);
     if (setup === undefined) return;
-    await session(setup.binary, role, ['ping'], ping);
+    await session(setup.binary, role, ['ping'], ping, { endpoint: { errorHandling: 'peer' } });
   });
 }
 
@@ -284,7 +284,7 @@ for (const role of ROLES) {
       assert.deepEqual([...byCallback.keys()].sort(), AM_SIZES.map((_, k) => k).filter(hasCallback));
       for (const [k, message] of byCallback) check(k, message, endpoint);
     }, {
-      endpoint: PEER_OPTIONS,
+      endpoint: DEFAULTS,
       prepare: (worker) => {
         for (let k = 0; k < n; k++) {
           if (!hasCallback(k)) continue;
@@ -317,7 +317,7 @@ test('a libucxx server killed while ucxx-ts sends to it: the sends reject with t
   if (setup === undefined) return;
   await using context = new Context();
   const worker = context.createWorker();
-  const { endpoint, peer } = await open(setup.binary, worker, 'libucxx server, ucxx-ts client', ['sink', String(KILL_SIZE)], PEER_OPTIONS);
+  const { endpoint, peer } = await open(setup.binary, worker, 'libucxx server, ucxx-ts client', ['sink', String(KILL_SIZE)], DEFAULTS);
   try {
     await peer.line(/^READY$/m, 'waiting for the sink');
     const errors: UcxError[] = [];
@@ -346,7 +346,7 @@ test('a libucxx client killed while ucxx-ts receives from it and reads its memor
   if (setup === undefined) return;
   await using context = new Context();
   const worker = context.createWorker();
-  const { endpoint, peer } = await open(setup.binary, worker, 'ucxx-ts listener, libucxx client', ['source', String(KILL_SIZE)], PEER_OPTIONS);
+  const { endpoint, peer } = await open(setup.binary, worker, 'ucxx-ts listener, libucxx client', ['source', String(KILL_SIZE)], DEFAULTS);
   try {
     const key = createRemoteKeyFromSerialized(endpoint, await peer.guard(recvSized(endpoint, TAG_KEY_C), 'receiving the key'));
     await peer.line(/^READY$/m, 'waiting for the source');

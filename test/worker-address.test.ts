@@ -10,7 +10,7 @@ import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
-import { Context, UcxError, WorkerAddressFormatError, type Worker } from 'ucxx-ts';
+import { Context, UcxError, UnreachableError, WorkerAddressFormatError, type Worker } from 'ucxx-ts';
 import { requireLoadedProfile, type UcxFormat } from '../src/ffi/ucx-versions.js';
 import {
   WorkerAddressFormatError as InternalFormatError, parseWorkerAddress, transportOfCsum, ucsCrc16,
@@ -187,9 +187,12 @@ function transportsOf(bytes: Uint8Array, format?: '1.13' | '1.20'): string {
   return parseWorkerAddress(bytes, format).devices.map((d) => d.ifaces.map((i) => i.transport ?? '?').join('+')).join('|');
 }
 
-/** A tag message from `worker` to itself through `address`, after a flush. */
+/**
+ * A tag message from `worker` to itself through `address`, after a flush. NONE mode: some
+ * configurations have shared memory only, which PEER mode (the default from UCX 1.19 on) cannot use.
+ */
 async function roundTrip(worker: Worker, address: Uint8Array, tag: bigint): Promise<void> {
-  const endpoint = worker.connectToAddress(address);
+  const endpoint = worker.connectToAddress(address, { errorHandling: 'none' });
   try {
     await endpoint.flush();
     const data = new Uint8Array(200).map((_, i) => (i * 7 + Number(tag)) & 0xff);
@@ -265,6 +268,18 @@ test('transport checksums are ucs_crc16_string of the names', () => {
   assert.equal(transportOfCsum(0xd3a7), 'posix');
   assert.equal(transportOfCsum(0x8b47), 'cma');
   assert.equal(transportOfCsum(0x1234), undefined);
+});
+
+test("PEER mode to an address with shared memory only: an UnreachableError that names { errorHandling: 'none' }, which connects", async () => {
+  await using context = new Context({ config: { TLS: 'sm' } });
+  const worker = context.createWorker();
+  const address = worker.getAddress();
+  assert.throws(() => worker.connectToAddress(address, { errorHandling: 'peer' }), (err: unknown) => {
+    assert.ok(err instanceof UnreachableError, `not an UnreachableError: ${String(err)}`);
+    assert.match(err.message, /connect with \{ errorHandling: 'none' \}/);
+    return true;
+  });
+  await roundTrip(worker, address, 99n);
 });
 
 test('genuine addresses of every configuration validate, connect, flush and carry a tag message', async () => {

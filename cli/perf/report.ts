@@ -1,5 +1,6 @@
 /** ucxx-perf's figures: percentiles from samples, and the table ucx_perftest's columns look like. */
 import { performance } from 'node:perf_hooks';
+import type { Endpoint } from 'ucxx-ts';
 import type { Plan, Result } from './plan.js';
 
 /**
@@ -45,10 +46,25 @@ const COLUMNS = [
   'msg rate (1/s)',
 ];
 
-export function printHeader(plan: Plan): void {
+/** An endpoint's lanes as `transport/device (usage)`, one entry per transport and device, the cm lane left out. */
+export function describeTransports(endpoint: Endpoint): string {
+  const seen = new Map<string, Set<string>>();
+  for (const lane of endpoint.getTransports()) {
+    if (lane.usage.includes('cm')) continue;
+    const name = `${lane.transport}/${lane.device}`;
+    const usage = seen.get(name) ?? new Set<string>();
+    for (const u of lane.usage) usage.add(u);
+    seen.set(name, usage);
+  }
+  return [...seen].map(([name, usage]) => `${name} (${[...usage].join(', ')})`).join(', ') || 'none reported';
+}
+
+/** `transports`: the measured endpoint's lanes, as `transport/device`, e.g. 'posix/memory, cma/memory'. */
+export function printHeader(plan: Plan, transports: string): void {
   console.log(`ucxx-perf ${plan.test}: memory ${plan.memory}, progress ${plan.progress}, outstanding ${plan.outstanding}, `
     + (plan.flushEvery > 0 ? `flush every ${plan.flushEvery}, ` : '')
-    + `error handling ${plan.errorHandling ? 'on' : 'off'}${plan.style === 'await' ? ', every request awaited' : ''}`);
+    + `error handling ${plan.errorHandling ? 'peer (-e)' : 'none'}${plan.style === 'await' ? ', every request awaited' : ''}`);
+  console.log(`transports: ${transports}`);
   console.log(COLUMNS.map((c) => c.padStart(16)).join(' '));
 }
 

@@ -7,7 +7,7 @@ import {
   Context, TimedOutError, createRemoteKeyFromSerialized, type Endpoint, type MemoryHandle, type Request, type Worker,
 } from 'ucxx-ts';
 import type { Mode, Plan, Result } from './plan.js';
-import { printHeader, printRow, ProgressBar, summarize } from './report.js';
+import { describeTransports, printHeader, printRow, ProgressBar, summarize } from './report.js';
 import { PERF_TESTS, type ClientRun, type PerfTest, type ServerRun, type Step, type Wait } from './tests.js';
 import { Window } from './window.js';
 
@@ -319,7 +319,7 @@ export async function runClient(host: string, port: number, plan: Plan, json: bo
     // both tools.
     const local = createRegion(context, plan);
     const progressBar = !json && process.stderr.isTTY === true ? new ProgressBar(plan.sizes.length) : null;
-    if (!json) printHeader(plan);
+    if (!json) printHeader(plan, describeTransports(endpoint));
     const wait = waiter(worker, plan);
     for (const [i, size] of plan.sizes.entries()) {
       const data = local.view().subarray(0, size).fill(0x5a);

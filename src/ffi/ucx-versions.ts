@@ -58,6 +58,19 @@ export interface UcxProfile {
     readonly peerRendezvousOwnMemh: boolean;
   };
   /**
+   * The error-handling mode of an endpoint created with errorHandling 'auto' (the default), chosen by
+   * measurement (docs/interoperability.md):
+   * - 'none-on-this-host' (1.13, where no ucxx release runs): NONE for a peer on this host, PEER for
+   *   the others. Shared memory refuses PEER mode, so PEER on one host is TCP: RMA is then software RMA
+   *   that the owner's progress serves (not one-sided), 4x the latency and under 1/80 of the get
+   *   bandwidth.
+   * - 'peer' (1.19 and newer, what ucxx 0.52 runs on): PEER for every peer, as every ucxx C++ endpoint
+   *   builder and ucxx Python's create_endpoint/create_listener default to. Their servers refuse a NONE
+   *   client, and a NONE attempt can kill such a server (libucxx throws in its listener callback), so
+   *   no mode is tried first. On one host this is TCP, as between ucxx peers.
+   */
+  readonly defaultErrorMode: 'peer' | 'none-on-this-host';
+  /**
    * UCP options every Context sets on this version unless the user set them (in `config` or as UCX_*
    * in the environment), each for a bug of this version:
    * - PROTO_ENABLE=n (1.20): fetching atomics never complete on a PEER-mode endpoint with the v2
@@ -66,6 +79,9 @@ export interface UcxProfile {
    *   hangs, docs/ucx-1.20-bugs/peer_mode_atomics.sh). The v1 protocols complete them, and a v1
    *   initiator interoperates with a v2 peer (the selection is local: ucx_perftest with either side
    *   on v1 completes tag, stream, AM, put, get and fadd).
+   * Never POSIX_ERROR_HANDLING or SYSV_ERROR_HANDLING: set on one side only, 1.20.1 cannot wire a
+   *   rendezvous-capable lane to a peer that does not set them (1 MiB tag_bw: "no active messages
+   *   transport", the client hangs), and ucxx sets neither.
    */
   readonly contextDefaults: Readonly<Record<string, string>>;
   /**
@@ -104,6 +120,7 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     shmRecordFormat: '1.13',
     grownStructs: Object.freeze({}),
     workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: true, peerRendezvousOwnMemh: false }),
+    defaultErrorMode: 'none-on-this-host',
     contextDefaults: Object.freeze({}),
     unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: false, featureMismatchUnreachable: true, peerModeFetchAtomicsHang: false }),
   }),
@@ -117,6 +134,7 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     shmRecordFormat: '1.13', // uct_sysv_packed_rkey_t and uct_posix_packed_rkey_t are unchanged in 1.20
     grownStructs: Object.freeze({ ucp_params_t: 88, ucp_mem_map_params_t: 48, ucp_ep_attr_t: 328 }),
     workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: false, peerRendezvousOwnMemh: true }),
+    defaultErrorMode: 'peer',
     contextDefaults: Object.freeze({ PROTO_ENABLE: 'n' }),
     unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: true, featureMismatchUnreachable: false, peerModeFetchAtomicsHang: true }),
   }),

@@ -10,11 +10,13 @@ import { pipeline } from 'node:stream/promises';
 import { Context, createEndpointDuplex } from 'ucxx-ts';
 import { pattern } from '../helpers/pattern.js';
 
-const config = JSON.parse(process.argv[2] ?? '{}') as { port: number; size: number; seed: number; how: 'send' | 'duplex' };
+const config = JSON.parse(process.argv[2] ?? '{}') as {
+  port: number; size: number; seed: number; how: 'send' | 'duplex'; errorHandling?: 'peer' | 'none';
+};
 const data = pattern(config.seed, config.size);
 const context = new Context();
 const worker = context.createWorker();
-const ep = await worker.connect('127.0.0.1', config.port);
+const ep = await worker.connect('127.0.0.1', config.port, config.errorHandling === undefined ? {} : { errorHandling: config.errorHandling });
 if (config.how === 'duplex') {
   const MiB = 1 << 20;
   const chunks = function* (): Generator<Uint8Array> {
