@@ -452,7 +452,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   [kLive](what: string): bigint {
     if (this.#state !== 'open' || this.#handle === null) {
       const err = new ClosedError(`the Endpoint (${this.#peer})`);
-      if (this.#failure !== undefined) (err as { cause?: unknown }).cause = this.#failure;
+      // A clean close by the peer is a close, as `closedByPeer` says, not a failure.
+      if (this.#byPeer()) err.message += ' (by its peer)';
+      else if (this.#failure !== undefined) (err as { cause?: unknown }).cause = this.#failure;
       throw Object.assign(err, { operation: what });
     }
     this.#worker[kLive]('Endpoint');
@@ -626,6 +628,16 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     options: ReceiveOptions = {},
   ): Request<TagRecvInfo> {
     options = optionsObject(options, 'tagRecv options');
+    // Tag messages live in the worker: one that arrived before the peer closed or failed is still
+    // there, and the receive completes with it (or fails as UCX fails its rendezvous). While a peer's
+    // close settles, a receive waits with the others for what is still on its way in. Only a receive
+    // that nothing can match fails, with ClosedError.
+    if (this.#state !== 'open' && this.#failure !== undefined) {
+      if (this.#state === 'failed' && this.#peerClosed) {
+        return this.#worker[kTagRecv](buffer, tag, tagMask, this.#receives, options.signal);
+      }
+      if (this.#worker.tagProbe(tag, tagMask) !== null) return this.#worker[kTagRecv](buffer, tag, tagMask, null, options.signal);
+    }
     this[kLive]('tagRecv');
     return this.#worker[kTagRecv](buffer, tag, tagMask, this.#receives, options.signal);
   }
@@ -1225,8 +1237,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     // The listener hands the endpoint out when its wireup flush settles: before 'close', always.
     this.#wireup?.[kFailDetached](failure);
     this.#wireup = null;
-    if (this.#peerClosed && this.#sending > 0) {
-      await this.#worker[kProgressUntil](() => this.#sending <= 0, PEER_CLOSE_SETTLE_MS);
+    // Receives waiting get the same time: a message the peer sent before it closed may still be on its
+    // way in (over TCP the close comes on another socket than the data).
+    if (this.#peerClosed && (this.#sending > 0 || this.#receives.size > 0)) {
+      await this.#worker[kProgressUntil](() => this.#sending <= 0 && this.#receives.size === 0, PEER_CLOSE_SETTLE_MS);
       // Closed meanwhile (by close(), or its worker's): that close settled everything and said 'close'.
       if (this.#state !== 'failed') return;
     }
@@ -1242,6 +1256,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /** The peer closed the connection (CONNECTION_RESET from UCX); `closedByPeer` unless an operation failed. */
   #peerClosed = false;
+
+  /** Closed, or closing, because the peer closed: what `closedByPeer` says once the close is done. */
+  #byPeer(): boolean {
+    return this.#closedByPeer || (this.#state !== 'open' && this.#peerClosed && this.#opsFailed === 0);
+  }
   /**
    * Operations of this endpoint that rejected with the connection's reset, or with an error other than
    * a cancellation once it left 'open'.

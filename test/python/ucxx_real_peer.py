@@ -20,6 +20,9 @@ Scenarios:
   close-ts  prints RECEIVING and waits in recv until ucxx-ts closes its endpoint; the recv must raise
             (prints "RECV RAISED <class>: <message>").
   source    prints READY and keeps sending SOURCE_SIZE-byte messages (seed 51) until it is killed.
+  echo:N    (server) ucxx's send_recv echo, for N connections one after the other: recv_obj, then at once
+            send_obj of it, send_multi of [it, 100 bytes (seed 9)], send of 8 bytes (seed 10), and close:
+            the peer receives after this side has closed.
 """
 
 import asyncio
@@ -152,6 +155,14 @@ async def scenario(ep, name):
         else:
             fail("recv completed although ucxx-ts sent nothing")
         ep.abort()
+    elif name.startswith("echo"):
+        step("echo: recv_obj")
+        obj = await ep.recv_obj()
+        step("echo: send_obj, send_multi, send, close")
+        await ep.send_obj(obj)
+        await ep.send_multi([np.frombuffer(bytes(obj), dtype=np.uint8), pattern(100, 9)])
+        await ep.send(pattern(8, 10))
+        await ep.close()
     elif name == "source":
         data = pattern(SOURCE_SIZE, 51)
         print("READY", flush=True)
@@ -167,13 +178,17 @@ async def main(argv):
     if role == "server":
         name = argv[2]
         finished = asyncio.get_running_loop().create_future()
+        remaining = [int(name.split(":")[1]) if name.startswith("echo:") else 1]
 
         async def handler(ep):
             try:
                 await scenario(ep, name)
-                finished.set_result(None)
+                remaining[0] -= 1
+                if remaining[0] == 0:
+                    finished.set_result(None)
             except Exception as e:
-                finished.set_exception(e)
+                if not finished.done():
+                    finished.set_exception(e)
 
         step("creating the listener")
         listener = ucxx.create_listener(handler, port=0)
