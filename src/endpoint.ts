@@ -16,6 +16,7 @@
  * await ep.close();
  * ```
  */
+import type { SocketAddress } from './internal/sockaddr.js';
 import { debug } from './internal/debug-log.js';
 import { EventEmitter } from 'node:events';
 import {
@@ -238,14 +239,16 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     token: typeof INTERNAL, worker: Worker, workerHandle: bigint, options: EndpointOptions,
     errorMode: 'peer' | 'none' | null,
     fill: (params: StructBuffer<keyof typeof layouts.ucp_ep_params_t.offsets>) => void, peer: string,
+    remote: SocketAddress | null = null,
   ): Endpoint {
-    return new Endpoint(token, worker, workerHandle, options, errorMode, fill, peer);
+    return new Endpoint(token, worker, workerHandle, options, errorMode, fill, peer, remote);
   }
 
   private constructor(
     token: typeof INTERNAL, worker: Worker, workerHandle: bigint, options: EndpointOptions,
     errorMode: 'peer' | 'none' | null,
     fill: (params: StructBuffer<keyof typeof layouts.ucp_ep_params_t.offsets>) => void, peer: string,
+    remote: SocketAddress | null,
   ) {
     checkConstructorToken(token, 'Endpoint', 'worker.connect(), worker.connectToAddress() or a Listener');
     super();
@@ -256,6 +259,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       stashed: () => worker[kStreamStashed](this),
     });
     this.#peer = peer;
+    this.#remote = remote === null ? undefined : Object.freeze({ host: remote.host, port: remote.port });
     this.#peerMode = errorMode === null ? null : errorMode === 'peer';
     const closeTimeout = options.closeTimeout ?? 5000;
     if (typeof closeTimeout !== 'number' || !(closeTimeout >= 0)) {
@@ -375,11 +379,31 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /**
    * What the endpoint was made for, as its errors name it: `host:port` for `worker.connect()`,
-   * `connection to listener :port` for an accepted one, `worker address` for `connectToAddress()`.
+   * `connection from host:port to listener :port` for an accepted one, `worker address` for
+   * `connectToAddress()`.
    */
   get peer(): string {
     return this.#peer;
   }
+
+  /**
+   * The peer's socket address: the server's (as resolved) for `worker.connect()`, the client's for an
+   * endpoint a listener accepted (from its connection request, `ucp_conn_request_query`: what a ucxx
+   * server reads from the `ucp_conn_request_h` it is handed); undefined for `connectToAddress()`, or
+   * where UCX could not tell.
+   *
+   * @example
+   * ```ts
+   * const listener = worker.listen({ port: 13337 }, (ep) => {
+   *   console.log(`a client from ${ep.remoteAddress?.host}:${ep.remoteAddress?.port}`);
+   * });
+   * ```
+   */
+  get remoteAddress(): { readonly host: string; readonly port: number } | undefined {
+    return this.#remote;
+  }
+
+  readonly #remote: { readonly host: string; readonly port: number } | undefined;
 
   /** The error the peer failed with, if it did (undefined after a clean close: see `closedByPeer`). */
   get failure(): UcxError | undefined {

@@ -38,6 +38,7 @@ export { UCX_ENVIRONMENT_DEFAULTS } from './ffi/library.js';
 export { getDiagnostics, type UcxxDiagnostics } from './diagnostics.js';
 
 import { ucpVersion, ucx, ucxProfile } from './ffi/index.js';
+import { FULL_MASK as TAG_MASK_FULL } from './internal/bytes.js';
 import { mappedLibraryPath } from './ffi/library.js';
 
 /**
@@ -93,3 +94,15 @@ export function getDefaultErrorHandling(): 'peer' | 'none-on-this-host' {
   ucx();
   return ucxProfile().defaultErrorMode;
 }
+
+/**
+ * The tag mask that matches every bit (ucxx's `TagMaskFull`): a receive of exactly one tag, and the
+ * default `tagMask` of every receive and probe.
+ *
+ * @example
+ * ```ts
+ * await worker.tagRecv(buffer, 7n, FULL_MASK);        // the same as worker.tagRecv(buffer, 7n)
+ * await worker.tagRecv(buffer, 7n << 32n, (FULL_MASK << 32n) & FULL_MASK); // upper 32 bits 7, any lower
+ * ```
+ */
+export const FULL_MASK: bigint = TAG_MASK_FULL;

@@ -19,7 +19,7 @@ import { CONSTANTS, OutCell, StructBuffer, addressOf, layouts, registerCallback,
 import { ClosedError, ConnectionAcceptError, check } from './errors.js';
 import { EventEmitter } from 'node:events';
 import { SlotTable } from './internal/slot-table.js';
-import { decodeSockaddr, encodeSockaddr } from './internal/sockaddr.js';
+import { decodeSockaddr, encodeSockaddr, type SocketAddress } from './internal/sockaddr.js';
 import { peerKey, socketsOnPort } from './internal/port-sockets.js';
 import { Endpoint, type EndpointOptions } from './endpoint.js';
 import type { Worker } from './worker.js';
@@ -51,12 +51,15 @@ export function liveListenerCount(): number {
 let connCallback: bigint | undefined;
 let requestAttr: StructBuffer<'field_mask' | 'client_address' | 'client_id'> | undefined;
 
-/** The client's address of a connection request as 'host:port' (null if UCX cannot tell). */
-function clientText(connRequest: bigint): string | null {
+/** The client's address of a connection request (null if UCX cannot tell). */
+function clientAddress(connRequest: bigint): SocketAddress | null {
   requestAttr ??= new StructBuffer(layouts.ucp_conn_request_attr_t);
   requestAttr.setU64('field_mask', K.UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR);
   if (ucx().ucp_conn_request_query(connRequest, requestAttr.buffer) !== 0) return null;
-  const { host, port } = decodeSockaddr(requestAttr.buffer, requestAttr.offset('client_address'));
+  return decodeSockaddr(requestAttr.buffer, requestAttr.offset('client_address'));
+}
+
+function addressText({ host, port }: SocketAddress): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
@@ -263,13 +266,14 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     }
     let endpoint: Endpoint;
     // ucp_ep_create consumes the request: ask for the client's address before.
-    const client = clientText(connRequest);
+    const address = clientAddress(connRequest);
+    const client = address === null ? null : addressText(address);
     try {
       endpoint = Endpoint[kCreate](INTERNAL, this.#worker, workerHandle, this.#endpointOptions, null, (params) => {
         params
           .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_CONN_REQUEST)
           .setPtr('conn_request', connRequest);
-      }, `connection to listener :${this.#port}`);
+      }, `connection ${client === null ? '' : `from ${client} `}to listener :${this.#port}`, address);
     } catch (err) {
       // ucp_ep_create consumed the request (UCX refused the client); nothing to hand out.
       const status = (err as { status?: unknown }).status;

@@ -12,7 +12,7 @@
 import { debug } from './internal/debug-log.js';
 import {
   CONSTANTS, OutCell, StructBuffer, UCS_ERR_INVALID_PARAM, UCS_ERR_NOT_CONNECTED, UCS_ERR_NO_MEMORY, UCS_ERR_REJECTED,
-  UCS_ERR_CONNECTION_RESET, UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucpVersion, ucx,
+  UCS_ERR_CONNECTION_RESET, UCS_ERR_ENDPOINT_TIMEOUT, UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucpVersion, ucx,
   ucxProfile, type Ptr,
 } from './ffi/index.js';
 import { OwnMemh } from './engine/own-memh.js';
@@ -678,7 +678,7 @@ export class Worker {
         .setU32('flags', Number(K.UCP_EP_PARAMS_FLAGS_CLIENT_SERVER))
         .setPtr('sockaddr.addr', addressOf(sockaddr))
         .setU32('sockaddr.addrlen', sockaddr.length);
-    }, `${host}:${port}`);
+    }, `${host}:${port}`, { host: ip, port });
     // As on an accepted endpoint: a server that sends and goes away at once leaves its stream bytes
     // here, where UCX would drop them with the endpoint before the application asks for them.
     if (this.#context.features.includes('stream')) endpoint[kReadStreamAhead]();
@@ -721,9 +721,9 @@ export class Worker {
         err.message += connectFailureHint(err, mode, this.#context.features);
       }
       // A server that refuses this client's error mode and then exits (or closes its listener) resets
-      // the connection instead of refusing it (UCX 1.20).
-      if (err instanceof Error && status === UCS_ERR_CONNECTION_RESET && listenedBefore) {
-        err.message += '. The server reset the connection before it was made' + connectFailureHint(err, mode, this.#context.features);
+      // the connection instead of refusing it (UCX 1.20), or UCX times the endpoint out (1.13).
+      if (err instanceof Error && (status === UCS_ERR_CONNECTION_RESET || status === UCS_ERR_ENDPOINT_TIMEOUT) && listenedBefore) {
+        err.message += '. The server ended the connection before it was made' + connectFailureHint(err, mode, this.#context.features);
       }
       debug('connect to %s:%d failed: %s', host, port, (err as Error).message);
       throw err;

@@ -176,3 +176,32 @@ test('getTransports() on live endpoints: shared memory by address, and the close
     await context.close();
   }
 });
+
+test("remoteAddress and peer: the server's address on a connected endpoint, the client's on an accepted one, none by worker address", async () => {
+  await using context = new Context();
+  const server = context.createWorker();
+  const client = context.createWorker();
+  const listener = server.listen({ host: '127.0.0.1', port: 0 });
+  const accepted = listener[Symbol.asyncIterator]().next();
+  const ep = await client.connect('127.0.0.1', listener.port);
+  const next = await accepted;
+  assert.ok(next.done !== true);
+  const served = next.value;
+  assert.deepEqual(ep.remoteAddress, { host: '127.0.0.1', port: listener.port });
+  const from = served.remoteAddress;
+  assert.ok(from !== undefined, 'the accepted endpoint knows its client');
+  assert.equal(from.host, '127.0.0.1');
+  assert.ok(Number.isInteger(from.port) && from.port > 0 && from.port !== listener.port, `client port ${from.port}`);
+  assert.equal(served.peer, `connection from 127.0.0.1:${from.port} to listener :${listener.port}`);
+  // The client's side of the connection manager's socket is that port.
+  const back = new Uint8Array(4);
+  const receive = served.tagRecv(back, 3n);
+  await ep.tagSend(new Uint8Array([1, 2, 3, 4]), 3n);
+  assert.equal((await receive).length, 4);
+  const byAddress = client.connectToAddress(server.getAddress());
+  assert.equal(byAddress.remoteAddress, undefined);
+  await byAddress.close();
+  await ep.close();
+  await served.close();
+  listener.close();
+});
