@@ -76,7 +76,9 @@ export interface ContextOptions {
   /**
    * Let a listener bind a port that a closed listener's connections still hold (UCX's CM
    * `REUSEADDR`, SO_REUSEADDR on the listening socket only), so a restarted server gets its port back
-   * at once. Default true.
+   * at once. Default true. Linux allows it only when the server that made those connections set it
+   * too: after a ucxx C++ or Python server (or a UCX program with UCX's defaults) that closed its
+   * connections first, the port stays held in TIME_WAIT for up to 60 s and listen() throws BusyError.
    */
   reuseAddress?: boolean;
 }

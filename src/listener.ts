@@ -15,7 +15,7 @@ import {
   kUpdateBusy, kWireupFlush,
 } from './internal/symbols.js';
 import { debug } from './internal/debug-log.js';
-import { CONSTANTS, OutCell, StructBuffer, addressOf, layouts, registerCallback, ucpVersion, ucx } from './ffi/index.js';
+import { CONSTANTS, OutCell, StructBuffer, UCS_ERR_BUSY, addressOf, layouts, registerCallback, ucpVersion, ucx } from './ffi/index.js';
 import { ClosedError, ConnectionAcceptError, check } from './errors.js';
 import { EventEmitter } from 'node:events';
 import { SlotTable } from './internal/slot-table.js';
@@ -31,7 +31,12 @@ export interface ListenerOptions {
   host?: string;
   /** The port; 0 (the default) picks a free one. */
   port?: number;
-  /** Options for the endpoints created for incoming connections. */
+  /**
+   * Options for the endpoints created for incoming connections. Their `errorHandling` is not applied:
+   * UCX gives an accepted endpoint the mode its client asked for (naming another one makes UCX refuse
+   * the client, which is what a ucxx server does to a NONE-mode client), so a ucxx-ts listener accepts
+   * clients of either mode; `endpoint.errorHandling` is undefined on accepted endpoints.
+   */
   endpoint?: EndpointOptions;
 }
 
@@ -159,6 +164,12 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
       check(ucx().ucp_listener_create(workerHandle, params.buffer, out.reset()), `ucp_listener_create (${host})`);
     } catch (err) {
       listeners.delete(this.#id);
+      // SO_REUSEADDR (ContextOptions.reuseAddress) lets a port be bound over connections in TIME_WAIT
+      // only when the server that made them set it too (Linux): ucxx's and UCX's defaults do not.
+      if ((err as { status?: unknown }).status === UCS_ERR_BUSY && err instanceof Error) {
+        err.message += `: port ${port} is in use, or held in TIME_WAIT (up to 60 s) by connections that a server ` +
+          'without SO_REUSEADDR (ucxx C++ or Python, a UCX program with its defaults) closed first';
+      }
       throw err;
     }
     this.#handle = out.ptr();

@@ -11,6 +11,8 @@ import { connect, type Socket } from 'node:net';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
+import { readFileSync } from 'node:fs';
+import { BusyError, Context } from 'ucxx-ts';
 import { peerEnvironment } from './helpers/env.js';
 import { Peer } from './helpers/peer.js';
 import { sleep, within } from './helpers/deadline.js';
@@ -98,4 +100,51 @@ test('a process that exits while its own client connects to its own listener doe
     assert.equal(result.status, 0, `run ${i}: ${result.stderr}`);
     assert.doesNotMatch(result.stderr, /Caught signal|Bug:/);
   }
+});
+
+/** Whether a TCP socket whose local port is `port` is in TIME_WAIT (/proc/net/tcp, state 06). */
+function timeWaitOnPort(port: number): boolean {
+  const hex = port.toString(16).toUpperCase().padStart(4, '0');
+  return readFileSync('/proc/net/tcp', 'latin1').split('\n').slice(1).some((line) => {
+    const fields = line.trim().split(/\s+/);
+    return fields[1]?.endsWith(`:${hex}`) === true && fields[3] === '06';
+  });
+}
+
+/**
+ * A server whose context has `reuseAddress` as given accepts one client and closes the connection
+ * first (so the server's side of it lingers in TIME_WAIT), then closes; returns its port.
+ */
+async function serverClosedFirst(reuseAddress: boolean): Promise<number> {
+  await using old = new Context({ reuseAddress });
+  await using other = new Context();
+  const listener = old.createWorker().listen({ host: '127.0.0.1', port: 0 });
+  const accepted = listener[Symbol.asyncIterator]().next();
+  const client = await other.createWorker().connect('127.0.0.1', listener.port);
+  const next = await within(accepted, 5000, 'the accepted endpoint');
+  assert.ok(next.done !== true);
+  const clientClosed = new Promise<void>((resolve) => client.once('close', () => resolve()));
+  await next.value.close();
+  await within(clientClosed, 5000, "the client seeing the server's close");
+  listener.close();
+  return listener.port;
+}
+
+test('reuseAddress: a restarted server gets its port back at once over its own TIME_WAIT connections; after a server without it, listen() says why the port is busy', async () => {
+  const reused = await serverClosedFirst(true);
+  assert.ok(timeWaitOnPort(reused), `no TIME_WAIT socket on port ${reused}: the test shows nothing`);
+  {
+    await using context = new Context();
+    const listener = context.createWorker().listen({ host: '127.0.0.1', port: reused });
+    assert.equal(listener.port, reused);
+    listener.close();
+  }
+  const held = await serverClosedFirst(false);
+  assert.ok(timeWaitOnPort(held), `no TIME_WAIT socket on port ${held}: the test shows nothing`);
+  await using context = new Context();
+  assert.throws(() => context.createWorker().listen({ host: '127.0.0.1', port: held }), (err: unknown) => {
+    assert.ok(err instanceof BusyError, `not a BusyError: ${String(err)}`);
+    assert.match(err.message, /TIME_WAIT/);
+    return true;
+  });
 });
