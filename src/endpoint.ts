@@ -963,16 +963,19 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /**
    * Receives one ucxx tagMulti message matching `tag` under `tagMask` (tags match per worker, as in
-   * ucxx; the receives are cancelled when this endpoint closes). Resolves with the frames; a malformed
-   * header or frame is a UcxxHeaderFormatError.
+   * ucxx; the receives are cancelled when this endpoint closes). A Request like every operation's
+   * (`completed`, `value`, `cancel()`, `{ signal }`); resolves with the frames; a malformed header or
+   * frame is a UcxxHeaderFormatError.
    *
    * @example
    * ```ts
    * const [meta, body] = await ep.tagMultiRecv(7n);
+   * const pending = ep.tagMultiRecv(8n);          // manual progress: poll it
+   * while (!pending.completed) worker.progress();
    * ```
    */
-  @promiseOperation
-  tagMultiRecv(tag: bigint | number, tagMask?: bigint | number, options?: TagMultiRecvOptions): Promise<Uint8Array[]> {
+  @requestOperation
+  tagMultiRecv(tag: bigint | number, tagMask?: bigint | number, options?: TagMultiRecvOptions): Request<Uint8Array[]> {
     return tagMultiRecv(this.#worker, this, tag, tagMask, options);
   }
 

@@ -12,9 +12,9 @@
  * is sent with a matching tag meanwhile (as in ucxx). Receives started here for the same worker, tag and
  * mask run one after the other, so several may be started ahead without stealing each other's frames.
  */
-import { kCancelFallback, kComplete, kFail, kLive, kOnSettle } from './internal/symbols.js';
+import { kAborted, kBindSignal, kCancelFallback, kComplete, kFail, kLive, kOnSettle, kReply } from './internal/symbols.js';
 import { constants as bufferConstants } from 'node:buffer';
-import { MessageTruncatedError } from './errors.js';
+import { CanceledError, MessageTruncatedError } from './errors.js';
 import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
 import { optionsObject, byteLengthOf, toTag, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
 import {
@@ -97,11 +97,14 @@ export function tagMultiSend(endpoint: Endpoint, buffers: readonly BufferSource[
 /** Receives in flight per worker and tag/mask, so that they run one after the other. */
 const queues = new WeakMap<Worker, Map<string, Promise<unknown>>>();
 
-/** Receives one ucxx tagMulti message (see Endpoint.tagMultiRecv). */
+/**
+ * Receives one ucxx tagMulti message (see Endpoint.tagMultiRecv), as a Request: `completed`, `status`
+ * and `value` for a manual-progress loop, `cancel()` and the signal cancel the receives it is made of.
+ */
 export function tagMultiRecv(
   worker: Worker, receiver: TagReceiver, tag: bigint | number, tagMask: bigint | number = FULL_MASK,
   options: TagMultiRecvOptions = {},
-): Promise<Uint8Array[]> {
+): Request<Uint8Array[]> {
   options = optionsObject(options, 'tagMultiRecv options');
   const t = toTag(tag, 'tag');
   const m = toTag(tagMask, 'tagMask');
@@ -113,7 +116,13 @@ export function tagMultiRecv(
   if (!Number.isSafeInteger(maxFrames) || maxFrames < 1) throw new ArgumentOutOfRangeError(`maxFrames must be a positive integer, got ${show(maxFrames)}`);
   const maxBytes = options.maxBytes ?? 2 ** 30;
   if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new ArgumentOutOfRangeError(`maxBytes must be a non-negative integer, got ${show(maxBytes)}`);
-  const limits = { cudaFrames, maxFrames, maxBytes, signal: options.signal } as const;
+  if (options.signal?.aborted === true) return worker[kAborted]('tagMultiRecv', options.signal);
+  const result = new Request<Uint8Array[]>(INTERNAL, null, ResultKind.Frames, 'tagMultiRecv', null);
+  // cancel() and the caller's signal stop the receives through one signal of its own.
+  const controller = new AbortController();
+  result[kCancelFallback] = () => controller.abort(new CanceledError('tagMultiRecv: canceled'));
+  result[kBindSignal](options.signal);
+  const limits = { cudaFrames, maxFrames, maxBytes, signal: controller.signal } as const;
 
   let perWorker = queues.get(worker);
   if (perWorker === undefined) {
@@ -128,7 +137,13 @@ export function tagMultiRecv(
   void tail.then(() => {
     if (perWorker.get(key) === tail) perWorker.delete(key);
   });
-  return run;
+  run.then((frames) => {
+    result[kReply] = frames;
+    result[kComplete](0, 0, 0n);
+  }, (err: unknown) => {
+    result[kFail](err instanceof Error ? err : new Error(String(err)));
+  });
+  return result;
 }
 
 interface Limits {

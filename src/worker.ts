@@ -597,8 +597,8 @@ export class Worker {
    * const frames = await worker.tagMultiRecv(7n);
    * ```
    */
-  @promiseOperation
-  tagMultiRecv(tag: bigint | number, tagMask?: bigint | number, options?: TagMultiRecvOptions): Promise<Uint8Array[]> {
+  @requestOperation
+  tagMultiRecv(tag: bigint | number, tagMask?: bigint | number, options?: TagMultiRecvOptions): Request<Uint8Array[]> {
     return tagMultiRecv(this, this, tag, tagMask, options);
   }
 

@@ -435,3 +435,39 @@ test('ucxx-ts to ucxx-ts: tagMulti of 250 frames, amRecv cancellation, receiver-
   await deadline(closing, 'close');
   listener.close();
 });
+
+test('tagMultiRecv is a Request: completed and value for a manual-progress loop, cancel() and a signal reject it with CanceledError and leave no receive posted', async () => {
+  await using context = new Context();
+  const worker = context.createWorker({ progressMode: 'manual' });
+  const ep = worker.connectToAddress(worker.getAddress());
+  const pending = ep.tagMultiRecv(31n);
+  assert.equal(pending.completed, false);
+  const sent = ep.tagMultiSend([new Uint8Array([1, 2, 3]), new Uint8Array(0), new Uint8Array(70_000).fill(9)], 31n);
+  for (let i = 0; i < 100_000 && !(pending.completed && sent.completed); i++) {
+    worker.progress();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  assert.equal(pending.completed, true, 'the tagMulti receive did not complete under manual progress');
+  const frames = pending.value as Uint8Array[];
+  assert.deepEqual(frames.map((f) => f.byteLength), [3, 0, 70_000]);
+  assert.deepEqual([...(frames[0] as Uint8Array)], [1, 2, 3]);
+  assert.ok((frames[2] as Uint8Array).every((b) => b === 9));
+  const cancelled = ep.tagMultiRecv(32n);
+  cancelled.cancel();
+  for (let i = 0; i < 1000 && !cancelled.completed; i++) {
+    worker.progress();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  await assert.rejects(cancelled.promise, (err: unknown) => err instanceof CanceledError);
+  const aborted = ep.tagMultiRecv(33n, undefined, { signal: AbortSignal.abort('stop') });
+  for (let i = 0; i < 1000 && !aborted.completed; i++) {
+    worker.progress();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  await assert.rejects(aborted.promise, (err: unknown) => err instanceof CanceledError);
+  // Nothing of the cancelled ones is left posted: a later message on those tags is still in the worker.
+  await ep.tagSend(new Uint8Array([7]), 32n);
+  worker.progress();
+  assert.ok(worker.tagProbe(32n) !== null, 'a cancelled tagMultiRecv took a later message');
+  await ep.close();
+});
