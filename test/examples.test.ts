@@ -30,3 +30,11 @@ test('the active-message key exchange: the owner sees what the client wrote and 
   assert.equal(status, 0, `${stdout}\n${stderr}`);
   assert.match(stdout, /the client wrote "hello from the client" and counted to 10/);
 });
+
+test("ucxx's echo, ported: the server answers and closes, the client gets its bytes back", () => {
+  const { status, stdout, stderr } = run('ucxx-echo.js');
+  assert.equal(status, 0, `${stdout}\n${stderr}`);
+  assert.match(stdout, /echo server: listening on port \d+/);
+  assert.match(stdout, /echo server: echoed \d+ bytes to 127\.0\.0\.1/);
+  assert.match(stdout, /echo client: OK: \d+ bytes came back/);
+});

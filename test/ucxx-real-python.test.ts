@@ -272,3 +272,41 @@ test('ucxx Python echo server that closes right after answering: recvObj, recvMu
     t.diagnostic(`${whole} of ${ROUNDS} rounds delivered every byte`);
     assert.ok(whole > 0, 'no round delivered every byte');
   });
+
+// examples/ucxx-echo.ts, as its comment says to run it, against ucxx Python in both roles.
+test('examples/ucxx-echo: its server echoes to a ucxx Python client, its client gets its bytes back from a ucxx Python echo server', { timeout: 120_000 }, async (t) => {
+  const wheel = setUp(t);
+  if (wheel === undefined) return;
+  const example = join(ROOT, 'build', 'examples', 'ucxx-echo.js');
+  // The example loads the UCX this run loaded (the wheel's), as its comment tells a user to.
+  const env = { UCXX_TS_UCX_LIBDIR: process.env['UCXX_TS_UCX_LIBDIR'] };
+  // The example as the server, for one client.
+  const server = new CPeer(process.execPath, [example, 'server', '0', '1'], { stepMs: STEP_MS, env });
+  try {
+    const port = Number((await server.line(/listening on port (\d+)/, 'the example server'))[1]);
+    const client = new CPeer(wheel.python, ['-u', SCRIPT, 'client', '127.0.0.1', String(port), 'echo-client'], { stepMs: STEP_MS });
+    try {
+      assert.match(await client.success(), /^ECHOED$/m);
+    } finally {
+      client.kill();
+    }
+    assert.deepEqual(await server.guard(server.exited, 'the example server to end'), { code: 0, signal: null }, server.describe());
+    assert.match(server.stdout, /echoed 1000 bytes/);
+  } finally {
+    server.kill();
+  }
+  // The example as the client of ucxx Python's echo.
+  const python = new CPeer(wheel.python, ['-u', SCRIPT, 'server', 'echo:1'], { stepMs: STEP_MS });
+  try {
+    const port = await python.port();
+    const client = new CPeer(process.execPath, [example, 'client', '127.0.0.1', String(port)], { stepMs: STEP_MS, env });
+    try {
+      assert.deepEqual(await client.guard(client.exited, 'the example client to end'), { code: 0, signal: null }, client.describe());
+      assert.match(client.stdout, /echo client: OK/);
+    } finally {
+      client.kill();
+    }
+  } finally {
+    python.kill();
+  }
+});

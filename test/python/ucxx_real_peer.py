@@ -20,6 +20,7 @@ Scenarios:
   close-ts  prints RECEIVING and waits in recv until ucxx-ts closes its endpoint; the recv must raise
             (prints "RECV RAISED <class>: <message>").
   source    prints READY and keeps sending SOURCE_SIZE-byte messages (seed 51) until it is killed.
+  echo-client  (client) send_obj of 1000 bytes (seed 77), recv_obj, check, print ECHOED, close.
   echo:N    (server) ucxx's send_recv echo, for N connections one after the other: recv_obj, then at once
             send_obj of it, send_multi of [it, 100 bytes (seed 9)], send of 8 bytes (seed 10), and close:
             the peer receives after this side has closed.
@@ -155,6 +156,15 @@ async def scenario(ep, name):
         else:
             fail("recv completed although ucxx-ts sent nothing")
         ep.abort()
+    elif name == "echo-client":
+        step("echo-client: send_obj, recv_obj")
+        data = bytes(pattern(1000, 77))
+        await ep.send_obj(data)
+        back = await ep.recv_obj()
+        if bytes(back) != data:
+            fail(f"the echo differs: {len(back)} bytes")
+        print("ECHOED", flush=True)
+        await ep.close()
     elif name.startswith("echo"):
         step("echo: recv_obj")
         obj = await ep.recv_obj()
