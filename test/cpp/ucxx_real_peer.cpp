@@ -30,6 +30,10 @@
  *                      {owner "ucxx-ts-test", id 0x1000 + k} when k % 3 == 1 (registered here before
  *                      connecting; the others are taken with amRecv in order). Then this program sends
  *                      the same set with seeds 4000 + k and 4500 + k.
+ *   echo SIZE          (server; ucxx's basic.cpp shape) receives SIZE bytes (seed 5) with TAG_TS_TO_C,
+ *                      sends them back with TAG_C_TO_TS and a tagMulti of [SIZE bytes of seed 6, 100
+ *                      bytes of seed 7] with TAG_MULTI_C, then closes at once (no DONE): ucxx-ts
+ *                      receives after the close.
  *   sink SIZE          prints READY and keeps receiving SIZE-byte tag messages with TAG_TS_TO_C until
  *                      it is killed.
  *   source SIZE        a SIZE-byte region (seed 50) whose key goes out as in rkey; prints READY and
@@ -57,6 +61,7 @@ constexpr ucxx::Tag TAG_C_TO_TS{0x7563787800000142ULL};
 constexpr ucxx::Tag TAG_KEY_TS{0x7563787800000201ULL};
 constexpr ucxx::Tag TAG_KEY_C{0x7563787800000202ULL};
 constexpr ucxx::Tag TAG_ACK{0xacacacacacacacacULL};
+constexpr ucxx::Tag TAG_MULTI_C{0x7563787800000301ULL};
 constexpr size_t RMA_LEN    = 65536 + 3;
 constexpr size_t PUT_OFF    = 4096;
 constexpr size_t GET_OFF    = 300000;
@@ -346,6 +351,22 @@ void am(Peer& p, const std::vector<size_t>& sizes, Callbacks& callbacks)
   p.waitAll(sends, "am: amSend");
 }
 
+void echo(Peer& p, size_t size)
+{
+  std::vector<uint8_t> buf(size);
+  p.recvExact(buf.data(), size, TAG_TS_TO_C, "echo: receive");
+  check(buf.data(), size, 5, "echo");
+  std::shared_ptr<ucxx::Request> back = p.endpoint->tagSendBuilder(buf.data(), size, TAG_C_TO_TS).build();
+  auto first = pattern(size, 6);
+  auto second = pattern(100, 7);
+  std::vector<const void*> pointers{first.data(), second.data()};
+  std::vector<size_t> sizes{size, 100};
+  std::vector<int> isCUDA(2, 0);
+  std::shared_ptr<ucxx::Request> multi =
+    p.endpoint->tagMultiSendBuilder(pointers, sizes, isCUDA, TAG_MULTI_C).build();
+  p.waitAll({back, multi}, "echo: send back");
+}
+
 void sink(Peer& p, size_t size)
 {
   std::vector<uint8_t> buf(size);
@@ -406,6 +427,8 @@ int main(int argc, char** argv)
       std::vector<size_t> sizes;
       for (const auto& a : args) sizes.push_back(std::stoull(a));
       am(p, sizes, callbacks);
+    } else if (scenario == "echo") {
+      echo(p, std::stoull(args.at(0)));
     } else if (scenario == "sink") {
       sink(p, std::stoull(args.at(0)));
     } else if (scenario == "source") {
@@ -413,7 +436,7 @@ int main(int argc, char** argv)
     } else {
       fail("unknown scenario " + scenario);
     }
-    if (scenario != "rkey") p.awaitDone();
+    if (scenario != "rkey" && scenario != "echo") p.awaitDone();
     p.close();
   } catch (const std::exception& e) {
     fail(std::string("in phase ") + const_cast<const char*>(g_phase) + ": " + e.what());
