@@ -1396,9 +1396,16 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
         forced = false;
         continue;
       }
+      this.#closePosted = request;
       return { request, forced };
     }
   }
+
+  /**
+   * The ucp_ep_close_nbx posted for this endpoint, if any: UCX may free the ucp_ep as soon as it
+   * completes, so it is never posted twice.
+   */
+  #closePosted: AnyRequest | null = null;
 
   /** @internal Process exit: keys, then a forced close; returns the close request (null when done). */
   [kForceCloseAtExit](): AnyRequest | null {
@@ -1409,6 +1416,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#syncRef();
     this.#handle = null;
     endpoints.delete(this.#id);
+    // A close already under way (a peer's close being handled when the process exits): that one
+    // finishes, progressed by the worker's teardown; a second ucp_ep_close_nbx on its ucp_ep is a use
+    // after free (UCX 1.13 asserted in ucp_ep_close_nbx, 1.20 segfaulted).
+    const posted = this.#closePosted;
+    if (posted !== null) return posted.completed ? null : posted;
     this.#abortUnansweredConnect(handle); // the worker's teardown progresses while UCX fails it
     const { request } = this.#postClose(handle, true);
     return request.completed ? null : request;

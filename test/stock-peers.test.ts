@@ -19,7 +19,8 @@ import { strict as assert } from 'node:assert';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Context, UnreachableError, getUcxVersion, type ContextOptions, type Endpoint } from 'ucxx-ts';
 import { ucxCompileFlags, ucxProfileOfRun } from './helpers/env.js';
 
@@ -288,4 +289,40 @@ test('every accepted connection is handed out: stock clients that send one tag m
   // The stock client closes its endpoint: a close, not a failure, on this side.
   assert.deepEqual(errors, [], "a client's close is no 'error'");
   assert.ok(accepted.every((endpoint) => endpoint.closedByPeer), 'every accepted endpoint says its peer closed it');
+});
+
+// A server that exits by process.exit() right after UCX's stock AM client sent it a message: its
+// endpoint's close by the peer may be half done then, and the teardown at exit closed that ucp_ep a
+// second time (UCX 1.13: an assertion in ucp_ep_close_nbx, 1.20: SIGSEGV), in most runs.
+test('process.exit() right after an active message from the stock client: no crash at exit (eager and rendezvous, event and polling, 20 runs)', { timeout: 240_000 }, async () => {
+  const server = join(dirname(fileURLToPath(import.meta.url)), 'peers', 'am-exit-server.js');
+  // Whether the peer's close had reached the endpoint when the process exited, per run (both occur).
+  const outcomes: string[] = [];
+  for (let run = 0; run < 20; run++) {
+    const size = run % 2 === 0 ? 16 : 200_000;
+    const mode = run % 4 < 2 ? 'event' : 'polling';
+    const child = spawn(process.execPath, [server, String(size), mode], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString(); });
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+    let client: StockProgram | undefined;
+    try {
+      const deadline = Date.now() + STEP_MS;
+      while (!/^PORT \d+$/m.test(output)) {
+        assert.ok(child.exitCode === null && Date.now() < deadline, `run ${run}: the server did not listen:\n${output}`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      const port = Number(/^PORT (\d+)$/m.exec(output)?.[1]);
+      client = new StockProgram(['-a', '127.0.0.1', '-p', String(port), '-c', 'am', '-s', String(size)]);
+      const { code, signal } = await within(exited, `run ${run}: the server to exit`, client);
+      assert.deepEqual({ code, signal }, { code: 0, signal: null }, `run ${run} (${size} B, ${mode}): the server's exit; its output:\n${output}`);
+      assert.match(output, new RegExp(`^GOT ${size} `, 'm'));
+      outcomes.push(/^GOT \d+ (\w+)/m.exec(output)?.[1] ?? '?');
+    } finally {
+      client?.kill();
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  }
+  assert.equal(outcomes.length, 20);
 });
