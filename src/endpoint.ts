@@ -33,7 +33,7 @@ import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import { OWN_MEMH_MIN } from './engine/own-memh.js';
 import {
-  kAbandon, kAborted, kBindSignal, kCreate, kDefer, kDetachable, kEndpointClosed, kEndpointOpened, kEndpointRef,
+  kAbandon, kAborted, kBindSignal, kByWatchdog, kCreate, kDefer, kDetachable, kDetached, kEndpointClosed, kEndpointOpened, kEndpointRef,
   kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMaxAmHeader, kParkIfHeld,
   kOnPeerError, kOnSettle, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
   kStreamReceiver, kStreamStashed, kTagRecv, kUnpack, kWatched, kWireupFlush,
@@ -1129,6 +1129,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /** @internal worker.connect's wireup flush while it waits; null once it settled. */
   [kConnecting](flush: AnyRequest | null): void {
+    // Kept while UCX still holds it (the failure watchdog rejected it): a close must still end the
+    // connection (#abortUnansweredConnect).
+    if (flush === null && this.#connecting?.[kDetached] === true) return;
     this.#connecting = flush;
   }
 
@@ -1139,7 +1142,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    */
   #abortUnansweredConnect(handle: bigint): AnyRequest | null {
     const connecting = this.#connecting;
-    if (connecting === null || connecting.completed || this.#peerMode === true) return null;
+    if (connecting === null || (connecting.completed && !connecting[kDetached]) || this.#peerMode === true) return null;
     if (!shutDownConnectSocket(handle)) return null;
     debug('endpoint #%d to %s: the connect was never answered; its connection is shut down', this.#id, this.#peer);
     return connecting;
@@ -1242,10 +1245,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#stopWatchdog();
     this.#state = 'failed';
     this.#syncRef();
-    this.#failure = new EndpointTimeoutError(
+    this.#failure = Object.assign(new EndpointTimeoutError(
       `endpoint to ${this.#peer}: no answer from the peer for ${Math.round(now - this.#stallSince)} ms ` +
       `(failureTimeout ${this.#failureTimeout} ms)`,
-    );
+    ), { [kByWatchdog]: true });
     debug('endpoint #%d to %s failed: %s', this.#id, this.#peer, this.#failure.message);
     void this.#failed();
   }
@@ -1328,7 +1331,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       // Let cancellations and the flush inside a graceful close run.
       await this.#worker[kProgressUntil](() => this.#receives.size === 0, 1000);
       const connecting = this.#abortUnansweredConnect(handle);
-      if (connecting !== null) await this.#worker[kProgressUntil](() => connecting.completed, CONNECT_ABORT_WAIT_MS);
+      if (connecting !== null) {
+        await this.#worker[kProgressUntil](() => connecting.completed && !connecting[kDetached], CONNECT_ABORT_WAIT_MS);
+      }
       // One ucp_ep_close_nbx per endpoint: a second one on an endpoint whose first close is still
       // flushing makes UCX 1.13 abort later (ucp_ep.c:437). So a close that would wait on operations in
       // flight (a send nobody receives, RMA to a stopped peer) is forced from the start where UCX allows

@@ -32,7 +32,7 @@ import { asBytes, byteLengthOf, ffiMemory, optionsObject, toTag, type BufferSour
 import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
 import { resolveSockaddr } from './internal/sockaddr.js';
-import { kConnecting } from './internal/symbols.js';
+import { kByWatchdog, kConnecting } from './internal/symbols.js';
 import { validateWorkerAddress } from './internal/worker-address.js';
 import { abortError } from './internal/abort-error.js';
 import type { Context } from './context.js';
@@ -722,7 +722,9 @@ export class Worker {
       }
       // A server that refuses this client's error mode and then exits (or closes its listener) resets
       // the connection instead of refusing it (UCX 1.20), or UCX times the endpoint out (1.13).
-      if (err instanceof Error && (status === UCS_ERR_CONNECTION_RESET || status === UCS_ERR_ENDPOINT_TIMEOUT) && listenedBefore) {
+      if (err instanceof Error && (err as { [kByWatchdog]?: boolean })[kByWatchdog] === true) {
+        err.message += '. Something accepted the TCP connection and never answered (a stopped server, or not a UCX listener)';
+      } else if (err instanceof Error && (status === UCS_ERR_CONNECTION_RESET || status === UCS_ERR_ENDPOINT_TIMEOUT) && listenedBefore) {
         err.message += '. The server ended the connection before it was made' + connectFailureHint(err, mode, this.#context.features);
       }
       debug('connect to %s:%d failed: %s', host, port, (err as Error).message);

@@ -12,6 +12,7 @@
 import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
+import * as net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
 import { getUcxVersion } from 'ucxx-ts';
@@ -156,6 +157,43 @@ for (const leave of ['close', 'exit'] as const) {
     }
   });
 }
+
+// A connect that UCX never answers rejects by the context's failureTimeout (EndpointTimeoutError); the
+// context's close then destroyed the worker with the connect's flush still queued in UCX, and UCX 1.13
+// aborted ("ucp_ep.c:1185 Bug: pending request ... ucp_ep_flush_progress_pending ... should have been
+// flushed") in every run. Two servers that never answer: a stopped ucxx-ts listener, and a TCP socket
+// that accepts and says nothing.
+test('a connect that times out (failureTimeout), then context.close(): no crash, a clear EndpointTimeoutError (20 runs)', { timeout: 240_000 }, async () => {
+  const server = Peer.start('teardown-server', { mode: 'tag' });
+  const silent = net.createServer(() => undefined).listen(0, '127.0.0.1');
+  try {
+    const { port: stopped } = await server.next('ready');
+    server.child.kill('SIGSTOP');
+    if (!silent.listening) await new Promise((resolve) => silent.once('listening', resolve));
+    const tcp = (silent.address() as net.AddressInfo).port;
+    for (let run = 0; run < 20; run++) {
+      const port = run % 2 === 0 ? stopped : tcp;
+      const errorHandling = run % 4 < 2 ? undefined : 'none';
+      const client = Peer.start('connect-unanswered', { port, timeoutMs: 300, leave: 'after-timeout', errorHandling });
+      const failed = await client.next('connect-failed', 20_000);
+      assert.equal(failed['name'], 'EndpointTimeoutError', JSON.stringify(failed));
+      assert.match(String(failed['message']), /127\.0\.0\.1:\d+/);
+      await client.next('closed', 30_000);
+      const { code, signal } = await client.exited;
+      assert.deepEqual({ code, signal }, { code: 0, signal: null },
+        `run ${run} (${port === stopped ? 'stopped listener' : 'silent TCP'}, ${errorHandling ?? 'default'}): the client must close cleanly; stderr:\n${client.stderr}`);
+    }
+    server.child.kill('SIGCONT');
+    await server.call({ type: 'close' }, 'closed', 30_000);
+    assert.deepEqual(await server.exited, { code: 0, signal: null }, server.stderr);
+  } finally {
+    silent.close();
+    if (server.child.exitCode === null && server.child.signalCode === null) {
+      server.child.kill('SIGCONT');
+      server.child.kill('SIGKILL');
+    }
+  }
+});
 
 /**
  * A `worker_threads` thread terminated with rendezvous sends in flight: its heap is freed while the

@@ -54,6 +54,9 @@ export const kStreamStashed: unique symbol = Symbol('ucxx-ts.streamStashed');
 /** Endpoint: its stream receiver (the Duplex reads through it). */
 export const kStreamReceiver: unique symbol = Symbol('ucxx-ts.streamReceiver');
 export const kWireupFlush: unique symbol = Symbol('ucxx-ts.wireupFlush');
+/** On an EndpointTimeoutError: raised by ucxx-ts's failure watchdog (no answer within failureTimeout), not by UCX. */
+export const kByWatchdog: unique symbol = Symbol('ucxx-ts.byWatchdog');
+
 /** `endpoint[kConnecting](flush)`: a connect's wireup flush while it waits (null once it settled). */
 export const kConnecting: unique symbol = Symbol('ucxx-ts.connecting');
 export const kForceCloseAtExit: unique symbol = Symbol('ucxx-ts.forceCloseAtExit');
