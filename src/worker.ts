@@ -16,7 +16,7 @@ import {
   ucxProfile, type Ptr,
 } from './ffi/index.js';
 import { OwnMemh } from './engine/own-memh.js';
-import { CanceledError, ClosedError, ConnectionRefusedError, check, errorFromStatus } from './errors.js';
+import { CanceledError, ClosedError, ConnectionRefusedError, InvalidAddressError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
 import { ProgressEngine, type ProgressMode } from './engine/progress-engine.js';
 import { RequestEngine } from './engine/request-engine.js';
@@ -663,7 +663,11 @@ export class Worker {
     // Opt-in: ucxx Python's endpoint handshake after the connection (src/ucxx-python).
     if ('handshake' in options && options.handshake !== undefined) return connectUcxxPython(this, host, port, options);
     this[kLive]('Worker');
-    const { sockaddr, ip } = await resolveSockaddr(host, port);
+    const { sockaddr, ip } = await resolveSockaddr(host, port).catch((err: unknown) => {
+      // A host name DNS cannot resolve is an address error of this library, naming the host.
+      if (err instanceof InvalidArgumentError || err instanceof RangeError || !(err instanceof Error)) throw err;
+      throw new InvalidAddressError(`connect: the host ${show(host)} cannot be resolved (${err.message})`, { cause: err });
+    });
     const handle = this[kLive]('Worker');
     // On a version whose default is NONE on this host, a connection to a listener of this process stays
     // in PEER mode: UCX 1.13 mishandles a NONE-mode client-server connection to itself (failed flushes on

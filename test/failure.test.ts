@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
 import {
-  Context, ClosedError, ConnectionRefusedError, UcxError, CanceledError, createRemoteKeyFromSerialized, type Endpoint,
+  Context, ClosedError, ConnectionRefusedError, InvalidAddressError, UcxError, CanceledError, createRemoteKeyFromSerialized, type Endpoint,
 } from 'ucxx-ts';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -80,6 +80,24 @@ test('a peer killed in the middle of a transfer makes the waiting requests rejec
   failsAtOnce(() => endpoint.memPut(data, key), ClosedError);
   const exit = await within(10_000, peer.exited, 'the killed peer exits');
   assert.equal(exit.signal, 'SIGKILL');
+});
+
+test('connecting to a host name that does not resolve rejects with an InvalidAddressError naming the host, the resolver\'s error as cause', async () => {
+  await using context = new Context();
+  const worker = context.createWorker();
+  // .invalid never resolves (RFC 2606).
+  await assert.rejects(worker.connect('no-such-host.invalid', 13337), (err: unknown) => {
+    assert.ok(err instanceof InvalidAddressError, `not an InvalidAddressError: ${String(err)}`);
+    assert.equal(err.code, 'UCS_ERR_INVALID_ADDR');
+    assert.match(err.message, /no-such-host\.invalid/);
+    assert.ok((err as { cause?: { code?: string } }).cause?.code !== undefined, 'the resolver error is the cause');
+    return true;
+  });
+  // The worker is unharmed.
+  const listener = worker.listen({ host: '127.0.0.1', port: 0 });
+  const ep = await worker.connect('127.0.0.1', listener.port);
+  await ep.close();
+  listener.close();
 });
 
 test('connecting to a port nobody listens on rejects with a ConnectionRefusedError that says so, and only so', async () => {

@@ -14,6 +14,10 @@ function report(kind: string, reason: unknown): void {
   else process.exit(1);
 }
 
+// The test that started this peer is gone (its process ended, or closed the channel): so is the peer,
+// whatever it was waiting for.
+process.once('disconnect', () => process.exit(process.exitCode ?? 0));
+
 process.on('uncaughtException', (err) => report('uncaught exception', err));
 process.on('unhandledRejection', (reason) => report('unhandled rejection', reason));
 

@@ -22,6 +22,23 @@ export interface PeerLaunch {
   readonly env: NodeJS.ProcessEnv;
 }
 
+/**
+ * Every peer process still running. A peer must not outlive its test file, whatever the outcome: the
+ * file's process kills what is left when it exits, and when the test runner ends it by a signal.
+ */
+const running = new Set<ChildProcess>();
+function killRunning(): void {
+  for (const child of running) child.kill('SIGKILL');
+  running.clear();
+}
+process.once('exit', killRunning);
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(signal, () => {
+    killRunning();
+    process.kill(process.pid, signal);
+  });
+}
+
 export class Peer {
   readonly child: ChildProcess;
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
@@ -61,8 +78,10 @@ export class Peer {
         waiter?.resolve(message);
       } else this.#inbox.push(message);
     });
+    running.add(this.child);
     this.exited = new Promise((resolve) => {
       this.child.on('exit', (code, signal) => {
+        running.delete(this.child);
         this.#dead = true;
         for (const w of this.#waiters.splice(0)) {
           w.reject(new Error(`peer ${script} exited (code ${code}, signal ${signal}) while we waited for ` +
