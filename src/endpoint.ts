@@ -20,7 +20,7 @@ import type { SocketAddress } from './internal/sockaddr.js';
 import { debug } from './internal/debug-log.js';
 import { EventEmitter } from 'node:events';
 import {
-  CONSTANTS, OutCell, StructBuffer, UCS_ERR_CANCELED, UCS_ERR_CONNECTION_RESET, UCS_ERR_INVALID_PARAM, UCS_ERR_UNREACHABLE,
+  CONSTANTS, OutCell, StructBuffer, UCS_ERR_CANCELED, UCS_ERR_CONNECTION_RESET, UCS_ERR_ENDPOINT_TIMEOUT, UCS_ERR_INVALID_PARAM, UCS_ERR_UNREACHABLE,
   addressOf, captureStream, layouts, registerCallback, statusOfPtr, ucx, withUcxLogsQuiet, type Ptr,
 } from './ffi/index.js';
 import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
@@ -1186,7 +1186,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   [kOpSettled](watched: boolean, completed: boolean, status: number): void {
     if (completed) this.#progress++;
     // UCX fails what the reset connection held before it reports the reset to this endpoint.
-    if (status === UCS_ERR_CONNECTION_RESET || (status < 0 && status !== UCS_ERR_CANCELED && this.#state !== 'open')) {
+    // In PEER mode UCX fails RMA toward a killed peer with ENDPOINT_TIMEOUT before it reports the reset.
+    if (status === UCS_ERR_CONNECTION_RESET || status === UCS_ERR_ENDPOINT_TIMEOUT ||
+      (status < 0 && status !== UCS_ERR_CANCELED && this.#state !== 'open')) {
       this.#opsFailed++;
     }
     if (watched) this.#armed--;

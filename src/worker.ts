@@ -120,6 +120,11 @@ function connectFailureHint(err: Error, mode: 'peer' | 'none', features: readonl
     // An endpoint that failed this way after its flush already carries the hint.
     return err.message.includes('features differ') ? '' : featureMismatchHint(features);
   }
+  return modeHint(mode);
+}
+
+/** The advice for a server that refuses this client's error-handling mode. */
+function modeHint(mode: 'peer' | 'none'): string {
   const other = mode === 'peer' ? 'none' : 'peer';
   return `. The connection used errorHandling '${mode}'; a server that asks for '${other}' (one that accepts ` +
     `with UCP_ERR_HANDLING_MODE_${other.toUpperCase()}) refuses it: connect with { errorHandling: '${other}' } to reach one`;
@@ -723,6 +728,8 @@ export class Worker {
       }
       if (err instanceof Error && status === UCS_ERR_UNREACHABLE) {
         err.message += connectFailureHint(err, mode, this.#context.features);
+        // UCX 1.20 reports a server that refused this client's mode and exited as UNREACHABLE too.
+        if (listenedBefore) err.message += modeHint(mode);
       }
       // A server that refuses this client's error mode and then exits (or closes its listener) resets
       // the connection instead of refusing it (UCX 1.20), or UCX times the endpoint out (1.13).
