@@ -11,6 +11,7 @@ import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { getUcxVersion } from 'ucxx-ts';
 import { PERF_TESTS } from '../cli/perf/tests.js';
 import { ucxLibDir } from './helpers/env.js';
+import { assertNoUcxNoise } from './helpers/ucx-noise.js';
 
 const CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist', 'cli', 'ucxx-perf.js');
 
@@ -51,6 +52,17 @@ test('--local runs a test and prints one JSON object per size', () => {
     assert.equal(line['iterations'], 200);
     assert.ok((line['bandwidth_MBps'] as number) > 0);
     assert.ok((line['message_rate'] as number) > 0);
+  }
+  assertNoUcxNoise(stderr, 'ucxx-perf --local');
+});
+
+test('a clean ucxx-perf run prints no UCX error or warning, in either error mode, for every kind of test', () => {
+  for (const t of ['put_lat', 'get_bw', 'tag_lat', 'tag_bw', 'stream_bw', 'am_bw', 'atomic_rate']) {
+    for (const mode of [[], ['-e']]) {
+      const { status, stdout, stderr } = run(['--local', '-t', t, '-s', '8,256K', '-n', '100', '-w', '10', ...mode]);
+      assert.equal(status, 0, `${t} ${mode.join(' ')}: ${stdout}\n${stderr}`);
+      assertNoUcxNoise(stderr, `ucxx-perf --local -t ${t} ${mode.join(' ')}`);
+    }
   }
 });
 

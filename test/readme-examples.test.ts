@@ -12,6 +12,7 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { within } from './helpers/deadline.js';
 import { peerEnvironment } from './helpers/env.js';
+import { assertNoUcxNoise } from './helpers/ucx-noise.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const PEERS = path.join(ROOT, 'build', 'test', 'peers');
@@ -93,6 +94,8 @@ test('the quick example runs as written: the owner survives clients that leave a
     owner.child.kill('SIGINT');
     const end = await within(owner.exited, 15_000, 'the owner after SIGINT');
     assert.equal(end.code, 0, owner.output());
+    assertNoUcxNoise(peer.output(), "the README's peer");
+    assertNoUcxNoise(owner.output(), "the README's owner (clients leaving at once included)");
   } finally {
     if (owner.child.exitCode === null) owner.child.kill('SIGKILL');
   }

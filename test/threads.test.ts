@@ -14,6 +14,7 @@ import { ucxProfileOfRun } from './helpers/env.js';
 import { participant, type ExchangeInfo, type ExchangeReport } from './helpers/thread-exchange.js';
 import { within } from './helpers/deadline.js';
 import { failsAtOnce } from './helpers/fails-at-once.js';
+import { assertNoUcxNoise } from './helpers/ucx-noise.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const THREAD = path.join(HERE, 'peers', 'ucxx-thread.js');
@@ -118,5 +119,6 @@ describe('a region whose owner blocks', () => {
     assert.equal(result.status, 0, output);
     assert.match(result.stdout, /landed meanwhile; byte-exact: yes/, output);
     assert.match(result.stdout, /main: blocked for \d+ ms/, output);
+    assertNoUcxNoise(output, 'the blocking-owner example');
   });
 });

@@ -156,12 +156,33 @@ export async function serve(port: number, onListening?: (port: number) => void):
       failed = true;
       console.error(`ucxx-perf server: ${err instanceof ClientGone ? err.message : String(err)}`);
     }
+    // The client closes the control connection once its test is done: closing it here at the same
+    // moment makes UCX 1.13 log each lane's flush failure as an error (docs/reliability.md), so the
+    // server waits for the client's close first.
+    if (!failed) await closedBy(endpoint, CLIENT_CLOSE_WAIT_MS);
     await endpoint.close();
     if (onListening !== undefined) break; // --local: one client
     if (failed) console.error('ucxx-perf: server listening again');
   }
   await context.close();
   if (failed) process.exitCode = 1;
+}
+
+/** How long a server waits for a client that finished its test to close the control connection. */
+const CLIENT_CLOSE_WAIT_MS = 2000;
+
+/** Resolves once `endpoint` is closed (by its peer, typically), or after `ms`. */
+function closedBy(endpoint: Endpoint, ms: number): Promise<void> {
+  if (endpoint.closed) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      endpoint.off('close', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    endpoint.once('close', done);
+  });
 }
 
 /** The client's control connection closed or failed while the server waited on the test. */
