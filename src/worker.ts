@@ -16,6 +16,7 @@ import {
   ucxProfile, type Ptr,
 } from './ffi/index.js';
 import { OwnMemh } from './engine/own-memh.js';
+import { OwnRequests } from './engine/own-request.js';
 import { CanceledError, ClosedError, ConnectionRefusedError, InvalidAddressError, check, errorFromStatus } from './errors.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
 import { ProgressEngine, type ProgressMode } from './engine/progress-engine.js';
@@ -40,7 +41,7 @@ import { Endpoint, type EndpointOptions, type ErrorHandlingMode } from './endpoi
 import { isLocalIp, sharesHost } from './internal/peer-locality.js';
 import { featureMismatchHint } from './internal/hints.js';
 import { Listener, isOwnListenerPort, type ListenerOptions } from './listener.js';
-import { listeningOnPort } from './internal/port-sockets.js';
+import { listeningOnPort, listeningOnPortRecently } from './internal/port-sockets.js';
 import { installUcxxAm, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx-am.js';
 import type { AmReceiverCallbackInfo } from './internal/ucxx-am-header.js';
 import { tagMultiRecv, type TagMultiRecvOptions } from './tag-multi.js';
@@ -199,6 +200,7 @@ export class Worker {
     });
     this[kRequests] = requests;
     if (ucxProfile().workarounds.peerRendezvousOwnMemh) requests.ownMemh = new OwnMemh(contextHandle);
+    if (ucxProfile().workarounds.zeroedFetchAtomicRequests) requests.ownRequests = new OwnRequests(contextHandle);
     try {
       this.#engine = new ProgressEngine(
         this.#handle as bigint, mode, wakeup, () => {
@@ -680,7 +682,7 @@ export class Worker {
     const mode = resolveErrorMode(options.errorHandling, () => isLocalIp(ip) && !isOwnListenerPort(port));
     // Whether a listener is there, for the message of a refusal that may be a server refusing this
     // client's error mode (read now as well: a server that refuses may also exit at once).
-    const listenedBefore = isLocalIp(ip) && listeningOnPort(port) === true;
+    const listenedBefore = isLocalIp(ip) && listeningOnPortRecently(port) === true;
     const endpoint = Endpoint[kCreate](INTERNAL, this, handle, options, mode, (params) => {
       params
         .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_SOCK_ADDR | K.UCP_EP_PARAM_FIELD_FLAGS)
@@ -855,7 +857,8 @@ export class Worker {
   #destroy(handle: bigint, reason: string): void {
     const abandoned = this[kRequests].inflightRequests();
     for (const request of abandoned) {
-      if (request[kUcxRequest] !== null) {
+      // (One on request memory of ucxx-ts's own is marked released from its post: not UCX's to free.)
+      if (request[kUcxRequest] !== null && !request[kReleased]) {
         ucx().ucp_request_free(request[kUcxRequest]);
         request[kReleased] = true;
       }

@@ -9,7 +9,8 @@ import { show } from '../internal/bytes.js';
 import type { RequestEngine } from '../engine/request-engine.js';
 import type { AtomicOp, Endpoint } from '../endpoint.js';
 import type { RemoteKey } from '../remote-key.js';
-import { kComplete, kFail, kReply } from '../internal/symbols.js';
+import { kComplete, kFail, kReleased, kReply, kUcxDone } from '../internal/symbols.js';
+import type { OwnRequests } from '../engine/own-request.js';
 
 const K = CONSTANTS;
 const REQ = layouts.ucp_request_param_t.offsets;
@@ -29,6 +30,7 @@ export const ATOMIC_OPS: Record<AtomicOp, number> = {
 };
 const ATOMIC_POST_MASK = Number(K.UCP_OP_ATTR_FIELD_CALLBACK | K.UCP_OP_ATTR_FIELD_USER_DATA | K.UCP_OP_ATTR_FIELD_DATATYPE);
 const ATOMIC_FETCH_MASK = ATOMIC_POST_MASK | Number(K.UCP_OP_ATTR_FIELD_REPLY_BUFFER);
+const ATOMIC_FETCH_OWN_MASK = ATOMIC_FETCH_MASK | Number(K.UCP_OP_ATTR_FIELD_REQUEST);
 
 const MIN_64 = -(1n << 63n);
 const MAX_64 = (1n << 64n) - 1n;
@@ -125,8 +127,18 @@ export function postAtomic(
   }
   const kind = width === 64 ? ResultKind.Reply64 : ResultKind.Reply32;
   block.setU64At(REQ.reply_buffer, addressOf(reply));
+  const own = requests.ownRequests?.take() ?? null;
+  if (own !== null) {
+    block.setU32At(REQ.op_attr_mask, ATOMIC_FETCH_OWN_MASK);
+    block.setU64At(REQ.request, (requests.ownRequests as OwnRequests).pointer(own));
+  }
   const request = requests.open<number | bigint | undefined>(block, kind, ATOMIC_LABEL[op], reply);
   request[kReply] = reply;
+  if (own !== null) {
+    // UCX's from here until its completion, and never ucp_request_free'd (src/engine/own-request.ts).
+    request[kReleased] = true;
+    request[kUcxDone] = (requests.ownRequests as OwnRequests).giver(own);
+  }
   requests.track(request, block, ucx().ucp_atomic_op_nbx(ep, opcode, operandAddress, 1, address, rkey, block.address));
   return request;
 }

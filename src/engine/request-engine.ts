@@ -21,6 +21,7 @@ import { INTERNAL } from '../internal/misuse-errors.js';
 import { beginPost, endPost, inflight } from './completions.js';
 import { ParamBlocks, type ParamBlock } from './param-blocks.js';
 import type { OwnMemh } from './own-memh.js';
+import type { OwnRequests } from './own-request.js';
 import {
   kBackground, kComplete, kDetached, kForget, kHost, kReleased, kSlotId, kTracked, kUcxRequest,
 } from '../internal/symbols.js';
@@ -53,6 +54,8 @@ export class RequestEngine implements RequestHost {
   readonly params = new ParamBlocks();
   /** Where the profile says so, the maps of the handles of PEER-mode sends (null otherwise). */
   ownMemh: OwnMemh | null = null;
+  /** Where the profile says so, zeroed request memory for fetching atomics (null otherwise). */
+  ownRequests: OwnRequests | null = null;
   readonly #host: RequestEngineHost;
   #progress: Progress = { kick() {}, touch() {} };
   /** Operations in flight that keep the worker busy (background ones are not counted). */

@@ -79,6 +79,9 @@ export const CONSTANTS = {
   UCP_MEM_ATTR_FIELD_MEM_TYPE: bit(2),
   UCS_MEMORY_TYPE_HOST: 0n,
 
+  // ucp_context_attr_t.field_mask
+  UCP_ATTR_FIELD_REQUEST_SIZE: bit(0),
+
   // ucp_request_param_t.op_attr_mask
   UCP_OP_ATTR_FIELD_REQUEST: bit(0),
   UCP_OP_ATTR_FIELD_CALLBACK: bit(1),

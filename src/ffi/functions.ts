@@ -31,6 +31,7 @@ export interface UcxFunctions {
   ucp_config_print(config: Ptr, stream: Ptr, title: string | null, flags: number): void;
   ucp_init_version(major: number, minor: number, params: Buffer, config: Ptr, contextOut: Buffer): number;
   ucp_cleanup(context: Ptr): void;
+  ucp_context_query(context: Ptr, attr: Buffer): number;
 
   ucp_worker_create(context: Ptr, params: Buffer, workerOut: Buffer): number;
   ucp_worker_destroy(worker: Ptr): void;
@@ -145,6 +146,7 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'void ucp_config_print(void *config, void *stream, const char *title, uint32_t print_flags)',
     'int8_t ucp_init_version(uint32_t api_major, uint32_t api_minor, void *params, void *config, void *context_p)',
     'void ucp_cleanup(void *context)',
+    'int8_t ucp_context_query(void *context, void *attr)',
     'void ucp_context_print_info(void *context, void *stream)',
     'int8_t ucp_worker_create(void *context, void *params, void *worker_p)',
     'void ucp_worker_destroy(void *worker)',

@@ -82,6 +82,16 @@ export const ucp_worker_params_t = layout<
   client_id: 'uint64_t',
 }));
 
+export const ucp_context_attr_t = layout<'field_mask' | 'request_size' | 'thread_mode' | 'memory_types' | 'name'>(
+  'ucp_context_attr_t', koffi.struct('ucp_context_attr_t', {
+    field_mask: 'uint64_t',
+    request_size: 'size_t',
+    thread_mode: cenum,
+    memory_types: 'uint64_t',
+    name: koffi.array('char', 32),
+  }),
+);
+
 export const ucp_worker_attr_t = layout<
   'field_mask' | 'thread_mode' | 'address_flags' | 'address' | 'address_length' | 'max_am_header' | 'name' |
   'max_debug_string'
@@ -215,7 +225,7 @@ export const ucp_stream_poll_ep_t = layout<'ep' | 'user_data' | 'flags'>(
 
 /** Every layout, for the probe test. */
 export const LAYOUTS: readonly Layout[] = [
-  ucp_params_t, ucp_worker_params_t, ucp_worker_attr_t, ucp_ep_params_t, ucp_listener_params_t,
+  ucp_params_t, ucp_context_attr_t, ucp_worker_params_t, ucp_worker_attr_t, ucp_ep_params_t, ucp_listener_params_t,
   ucp_listener_attr_t, ucp_conn_request_attr_t, ucp_ep_attr_t, ucp_mem_map_params_t, ucp_mem_attr_t, ucp_request_param_t,
   ucp_tag_recv_info_t, ucp_am_handler_param_t, ucp_am_recv_param_t, ucp_dt_iov_t, ucp_stream_poll_ep_t,
 ];

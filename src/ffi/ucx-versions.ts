@@ -46,6 +46,11 @@ export interface UcxProfile {
    *   a handle the caller passed, so ucxx-ts maps such sends' buffers itself (src/engine/own-memh.ts).
    *   A rendezvous receive being fetched from such an endpoint dies the same way (ucp_proto_rndv_rtr_abort:
    *   a ucxx peer killed while sending 16 MiB messages), so tag receives and AM data get one too.
+   * - zeroedFetchAtomicRequests: with the v1 protocols, an endpoint purged while a software-emulated
+   *   fetching atomic waits for its reply dies by SIGSEGV (1.20.1) or an assertion (1.13.1): the purge
+   *   deregisters the request's memory handle, which the atomic never initialised (stale from UCX's
+   *   request pool; docs/ucx-1.20-bugs/purge_fetch_atomic.c). ucxx-ts passes fetching atomics zeroed
+   *   request memory of its own (src/engine/own-request.ts).
    */
   /**
    * Parameter structs that grew at their end in this version (C sizeof): ucxx-ts fills the 1.13 prefix
@@ -56,6 +61,7 @@ export interface UcxProfile {
   readonly workarounds: {
     readonly fetchBitwiseByCompareAndSwap: boolean;
     readonly peerRendezvousOwnMemh: boolean;
+    readonly zeroedFetchAtomicRequests: boolean;
   };
   /**
    * The error-handling mode of an endpoint created with errorHandling 'auto' (the default), chosen by
@@ -119,7 +125,7 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     packedRkeyFormat: '1.13',
     shmRecordFormat: '1.13',
     grownStructs: Object.freeze({}),
-    workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: true, peerRendezvousOwnMemh: false }),
+    workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: true, peerRendezvousOwnMemh: false, zeroedFetchAtomicRequests: true }),
     defaultErrorMode: 'none-on-this-host',
     contextDefaults: Object.freeze({}),
     unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: false, featureMismatchUnreachable: true, peerModeFetchAtomicsHang: false }),
@@ -132,8 +138,8 @@ export const UCX_PROFILES: readonly UcxProfile[] = Object.freeze([
     workerAddressFormat: '1.20',
     packedRkeyFormat: '1.20',
     shmRecordFormat: '1.13', // uct_sysv_packed_rkey_t and uct_posix_packed_rkey_t are unchanged in 1.20
-    grownStructs: Object.freeze({ ucp_params_t: 88, ucp_mem_map_params_t: 48, ucp_ep_attr_t: 328 }),
-    workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: false, peerRendezvousOwnMemh: true }),
+    grownStructs: Object.freeze({ ucp_params_t: 88, ucp_context_attr_t: 72, ucp_mem_map_params_t: 48, ucp_ep_attr_t: 328 }),
+    workarounds: Object.freeze({ fetchBitwiseByCompareAndSwap: false, peerRendezvousOwnMemh: true, zeroedFetchAtomicRequests: true }),
     defaultErrorMode: 'peer',
     contextDefaults: Object.freeze({ PROTO_ENABLE: 'n' }),
     unavoidableBugs: Object.freeze({ tcpLoopbackUnreachable: true, featureMismatchUnreachable: false, peerModeFetchAtomicsHang: true }),

@@ -149,3 +149,21 @@ export function listeningOnPort(port: number): boolean | null {
   }
   return found;
 }
+
+/** Readings of `listeningOnPortRecently`, by port (cleared when it holds many). */
+const recentReadings = new Map<number, { at: number; listening: boolean | null }>();
+
+/**
+ * `listeningOnPort`, answered from a reading of the last `maxAgeMs`: the tables grow with every open
+ * connection, so a process that connects again and again (churn, or hundreds of connections at once)
+ * reads them once a second per port instead of once per connection.
+ */
+export function listeningOnPortRecently(port: number, maxAgeMs = 1000): boolean | null {
+  const now = Date.now();
+  const recent = recentReadings.get(port);
+  if (recent !== undefined && now - recent.at <= maxAgeMs) return recent.listening;
+  if (recentReadings.size >= 64) recentReadings.clear();
+  const listening = listeningOnPort(port);
+  recentReadings.set(port, { at: now, listening });
+  return listening;
+}

@@ -126,7 +126,10 @@ export class Peer {
     const i = this.#inbox.findIndex((m) => m.type === type);
     if (i >= 0) return Promise.resolve(this.#inbox.splice(i, 1)[0] as PeerMessage);
     if (this.#failure !== undefined && type !== 'error') return Promise.reject(this.#failure);
-    if (this.#dead) return Promise.reject(new Error(`peer is dead; stderr:\n${this.#stderr}`));
+    if (this.#dead) {
+      const how = `code ${String(this.child.exitCode)}, signal ${String(this.child.signalCode)}`;
+      return Promise.reject(new Error(`peer is dead (${how}); stderr:\n${this.#stderr}`));
+    }
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         reject(new Error(`timed out after ${timeoutMs} ms waiting for '${type}' from the peer; stderr:\n${this.#stderr}`));

@@ -29,7 +29,8 @@ const key = region.createRemoteKey().serialize();
 const endpoints: Endpoint[] = [];
 
 worker.setAmHandler(1, async (message) => {
-  await message.receive();
+  // A rendezvous message whose sender was cut off or killed fails to arrive: that is the test.
+  await message.receive().catch((err: Error) => console.error(`[fault-server] AM receive: ${err.name}: ${err.message}`));
 });
 
 const listener = worker.listen({ host: config.host, port: config.port ?? 0 }, (ep) => {
