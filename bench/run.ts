@@ -859,7 +859,9 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
   }
   const cppColumn = columns.find((c) => c.key === 'ucxx-cpp');
   if (cppColumn !== undefined) cppColumn.ucx = cppUcx;
-  for (const c of columns) if (c.key === 'ucx_perftest' || c.key === 'net-tcp') c.ucx = c.key === 'net-tcp' ? 'none' : tryRun('sh', ['-c', "ucx_info -v | sed -n 's/.*Version \\([^ ]*\\).*/\\1/p'"]);
+  // ucx_info -v: "# Library version: 1.20.1" (1.20) or "# UCT version=1.13.1 ... Version 1.13.1" (1.13).
+  const perftestUcx = /(?:Library version:|Version)\s+(\d[\d.]*)/.exec(tryRun('ucx_info', ['-v']) ?? '')?.[1] ?? null;
+  for (const c of columns) if (c.key === 'ucx_perftest' || c.key === 'net-tcp') c.ucx = c.key === 'net-tcp' ? 'none' : perftestUcx;
   const find = (test: string, size: number, errors: string) => rows.find((r) => r.test === test && r.size === size && r.errorHandling === errors);
   const targets: UcxxTarget[] = [];
   const target = (test: string, size: number, errors: 'peer' | 'none', ratio: string, bound: number, side: 'max' | 'min', what: string) => {
@@ -875,7 +877,7 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
   }
   const notes = [
     'Every figure is a mean: latency is the one-way time (half the round trip of a ping-pong), bandwidth the message size over that time for the ping-pong columns, over the stream for tag_bw. Each point runs once.',
-    `ucxx C++ and ucxx Python run on the libucx wheel's UCX (${pyUcx ?? cppUcx ?? '?'}), whatever UCX ucxx-ts runs on (${ucxxTsUcx ?? '?'}): they need UCX 1.18 or later.`,
+    `ucxx C++ and ucxx Python run on the libucx wheel's UCX (${pyUcx ?? cppUcx ?? '?'}) whatever UCX ucxx-ts runs on (here ${ucxxTsUcx ?? '?'}): ucxx 0.52 needs UCX 1.18 or later.`,
     ...(amMissing !== null ? [`No am_lat rows: ${amMissing}.`] : []),
   ];
   return { columns, rows, targets, notes };
