@@ -729,7 +729,7 @@ type PyMode = keyof typeof PY_MODES;
 /**
  * ucxx Python's send_recv at one point. Its "Latency" lines are already half its round trip (its
  * source divides each iteration's time by 2), so they are the bench's one-way figure as printed; its
- * bandwidth (binary units) is not used: MB/s is the size over that one-way time. One retry on a
+ * bandwidth (binary units) is not used: MB/s is the size over that one-way time. Two retries on a
  * failure (it sometimes resets the connection at 1 MiB with thread progress), none on a timeout.
  */
 async function runUcxxPython(python: string, mode: PyMode, size: number, n: number, w: number, am: boolean, short: boolean): Promise<Measurement> {
@@ -753,9 +753,9 @@ async function runUcxxPython(python: string, mode: PyMode, size: number, n: numb
         detail: { tries, oneWay: 'its "Latency" lines, already half the round trip' },
       };
     }
-    if (r.timedOut || tries >= 2) {
+    if (r.timedOut || tries >= 3) {
       const error = r.code === 0 ? `no "Latency" lines; stdout:\n${r.stdout.trim().slice(-600)}` : describeFailure(r, timeoutS);
-      return { status: 'failed', command, wall_s: round(r.wallS), error: `${error}${tries > 1 ? ' (second try)' : ''}` };
+      return { status: 'failed', command, wall_s: round(r.wallS), error: `${error}${tries > 1 ? ` (try ${tries})` : ''}` };
     }
   }
 }
