@@ -115,6 +115,53 @@ export interface BenchReport {
   failures: Failure[];
   /** bench/ffi-floor.ts: ns per call of a bare koffi call and of the raw libucp calls beside ucxx-ts's. */
   ffiFloor?: { name: string; ns: number; raw?: string; ratio?: number }[];
+  /** ucxx-ts beside ucxx C++ and ucxx Python (absent: not run, e.g. --no-ucxx or an older report). */
+  ucxx?: UcxxComparison;
+}
+
+/** One column of the ucxx comparison (bench/run.ts runUcxxComparison). */
+export interface UcxxColumn {
+  key: string;
+  label: string;
+  /** How it makes progress, and its API style. */
+  mode: string;
+  /** The UCX it ran on (its own version string), or null where it did not run. */
+  ucx: string | null;
+}
+
+/** One test, size and error-handling mode of the ucxx comparison: a figure per column. */
+export interface UcxxRow {
+  test: string;
+  size: number;
+  kind: 'latency' | 'bandwidth';
+  /** Mean one-way latency (us) or bandwidth (MB/s = 10^6 bytes/s). */
+  unit: string;
+  errorHandling: 'peer' | 'none';
+  iterations: number;
+  warmup: number;
+  /** By column key. */
+  figures: Record<string, number | null>;
+  raw: Record<string, Measurement>;
+  /** By 'ucxx-ts/<column>' and 'ucxx-ts:await/<column>'. */
+  ratios: Record<string, number | null>;
+}
+
+/** A target of the comparison: shown beside the figures, not asserted. */
+export interface UcxxTarget {
+  what: string;
+  ratio: string;
+  value: number | null;
+  /** The bound, and which side of it is met: ratio <= bound ('max') or >= bound ('min'). */
+  bound: number;
+  side: 'max' | 'min';
+}
+
+/** ucxx-ts beside ucxx C++ (bench/ucxx-cpp/ucxx_bench.cpp) and ucxx Python (python -m ucxx.benchmarks.send_recv). */
+export interface UcxxComparison {
+  columns: UcxxColumn[];
+  rows: UcxxRow[];
+  targets: UcxxTarget[];
+  notes: string[];
 }
 
 const LABELS: Record<Implementation, string> = {
@@ -202,6 +249,19 @@ export function consoleTable(report: BenchReport): string {
       lines.push(aligned[n] as string);
     }
   }
+  const ucxx = ucxxTable(report);
+  if (ucxx.length > 0 && report.ucxx !== undefined) {
+    lines.push('', UCXX_TITLE);
+    const aligned = alignColumns(ucxx, 'lll');
+    for (const [n, text] of aligned.entries()) {
+      if (n > 1 && ucxx[n]?.[0] !== ucxx[n - 1]?.[0]) lines.push('');
+      lines.push(text);
+    }
+    lines.push('', 'Columns:', ...ucxxColumnLines(report.ucxx).map((l) => `- ${l}`));
+    lines.push(...ucxxNaLines(report.ucxx).map((l) => `- '-' ${l}`));
+    lines.push('Targets (shown, not asserted):', ...ucxxTargetLines(report.ucxx).map((l) => `- ${l}`));
+    lines.push(...report.ucxx.notes.map((l) => `- ${l}`));
+  }
   const tails = tailRows(report);
   if (tails.length > 0) {
     lines.push('', TAILS_TITLE);
@@ -215,6 +275,58 @@ export function consoleTable(report: BenchReport): string {
   const notes = notesOf(report);
   if (notes.length > 0) lines.push('', 'Definitions that differ:', ...notes.map((n) => `- ${n}`));
   return lines.join('\n');
+}
+
+/** The ratio columns of the ucxx table: ucxx-ts (tuned or awaited) over a ucxx column. */
+const UCXX_RATIOS: [string, string][] = [
+  ['ucxx-ts/ucxx-cpp', 'ts/C++'], ['ucxx-ts:await/ucxx-cpp', 'await/C++'], ['ucxx-ts/py-polling', 'ts/Py poll'],
+  ['ucxx-ts/py-thread', 'ts/Py thread'], ['ucxx-ts/py-core', 'ts/Py core'],
+];
+
+export const UCXX_TITLE = 'ucxx-ts beside ucxx C++ and ucxx Python: mean one-way latency, us (lower is better) and bandwidth, MB/s (higher is better)';
+
+/** The ucxx comparison as a table (header first), or [] when the report has none. */
+function ucxxTable(report: BenchReport): string[][] {
+  const u = report.ucxx;
+  if (u === undefined || u.rows.length === 0) return [];
+  const header = ['test', 'size', 'errors', 'n', 'w', ...u.columns.map((c) => c.label), ...UCXX_RATIOS.map(([, label]) => label)];
+  const rows = u.rows.map((r) => [
+    r.test, formatSize(r.size), r.errorHandling.toUpperCase(), String(r.iterations), String(r.warmup),
+    ...u.columns.map((c) => {
+      const f = r.figures[c.key];
+      if (f !== null && f !== undefined) return formatFigure(f);
+      const m = r.raw[c.key];
+      return m === undefined || m.status === 'n/a' ? '-' : m.status.toUpperCase();
+    }),
+    ...UCXX_RATIOS.map(([key]) => formatRatio(r.ratios[key])),
+  ]);
+  return [header, ...rows];
+}
+
+function ucxxColumnLines(u: UcxxComparison): string[] {
+  return u.columns.map((c) => `${c.label}: ${c.mode}; UCX ${c.ucx ?? 'not run'}`);
+}
+
+function ucxxTargetLines(u: UcxxComparison): string[] {
+  return u.targets.map((t) => {
+    const met = t.value === null ? 'no figure' : (t.side === 'max' ? t.value <= t.bound : t.value >= t.bound) ? 'met' : 'missed';
+    return `${t.what}: ${t.ratio} = ${t.value === null ? '-' : formatRatio(t.value)} (target ${t.side === 'max' ? '<=' : '>='} ${formatRatio(t.bound)}): ${met}`;
+  });
+}
+
+/** Why some cells are '-': the n/a reasons, once each. */
+function ucxxNaLines(u: UcxxComparison): string[] {
+  // By reason: the columns that give it.
+  const byReason = new Map<string, Set<string>>();
+  for (const r of u.rows) {
+    for (const c of u.columns) {
+      const m = r.raw[c.key];
+      if (m?.status !== 'n/a' || m.error === undefined) continue;
+      if (!byReason.has(m.error)) byReason.set(m.error, new Set());
+      byReason.get(m.error)?.add(c.label);
+    }
+  }
+  return [...byReason].map(([why, labels]) => `${[...labels].join(', ')}: ${why}`);
 }
 
 const TAIL_HEADERS = [
@@ -270,6 +382,21 @@ function md(s: string): string {
   return s.replaceAll('|', '\\|');
 }
 
+/** The ucxx comparison's markdown: the table, its columns, the targets and the notes. */
+export function ucxxMarkdown(u: UcxxComparison, table: string[][]): string[] {
+  const out: string[] = [];
+  const [header, ...rows] = table;
+  if (header === undefined) return out;
+  out.push(`| ${header.map(md).join(' | ')} |`, `|---|---:|---|---:|---:|${header.slice(5).map(() => '---:').join('|')}|`);
+  for (const cells of rows) out.push(`| ${cells.map(md).join(' | ')} |`);
+  out.push('', 'Columns (each runs its own server and client on this host):', '', ...ucxxColumnLines(u).map((l) => `- ${md(l)}`));
+  const na = ucxxNaLines(u);
+  if (na.length > 0) out.push('', '`-` in the table:', '', ...na.map((l) => `- ${md(l)}`));
+  out.push('', 'Targets (shown, not asserted; ratios are ucxx-ts over the other, of the mean):', '', ...ucxxTargetLines(u).map((l) => `- ${md(l)}`));
+  if (u.notes.length > 0) out.push('', ...u.notes.map((l) => `- ${md(l)}`));
+  return out;
+}
+
 export function markdownReport(report: BenchReport): string {
   const m = report.machine;
   const gib = (m.totalMemoryBytes / 2 ** 30).toFixed(1);
@@ -311,6 +438,11 @@ export function markdownReport(report: BenchReport): string {
       out.push(`| ${[cells[0], cells[1], r.iterations, r.warmup, ...cells.slice(2)].map((c) => md(String(c))).join(' | ')} |`);
     }
     out.push('');
+  }
+  const ucxx = ucxxTable(report);
+  if (ucxx.length > 0 && report.ucxx !== undefined) {
+    out.push(`## ${UCXX_TITLE}`, '');
+    out.push(...ucxxMarkdown(report.ucxx, ucxx), '');
   }
   const tails = tailRows(report);
   if (tails.length > 0) {

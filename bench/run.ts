@@ -7,6 +7,9 @@
  *   B  the C baseline, ucx_perftest (ucx-utils, the same libucp): a server and a client on 127.0.0.1
  *   C  Node's own `net` over TCP loopback and a Unix socket (bench/net-baseline.ts), where the operation
  *      has an equivalent
+ * then ucxx-ts beside real ucxx (--no-ucxx skips it): ucxx C++ (bench/ucxx-cpp/ucxx_bench.cpp, built with
+ * g++ against .venv's libucxx wheel) and ucxx Python (.venv/bin/python -m ucxx.benchmarks.send_recv),
+ * tag at 8 B, 4 KiB and 1 MiB, PEER and NONE endpoints, all polling; those run on the wheel's UCX.
  * with the same iterations and warm-up for all, one measurement at a time.
  *
  * Writes (full mode): bench/results/<ISO date>.json, bench/results/latest.json, docs/benchmarks.md,
@@ -15,13 +18,13 @@
  * missing (a run failed, timed out or printed nothing parsable), 2 for bad options.
  *
  * Options: --short, --tests a,b, --sizes LIST (overrides the ladder), --progress polling|event|spin,
- * --memory allocated|registered, --out DIR, --no-net, --no-c; --from FILE re-renders docs/benchmarks.md and
+ * --memory allocated|registered, --out DIR, --no-net, --no-c, --no-ucxx; --from FILE re-renders docs/benchmarks.md and
  * docs/benchmarks.svg (or --out DIR) from a stored results file without measuring. See docs/performance.md.
  */
 // --help prints the comment above, read from this source file (bench/run.ts); npm run bench runs its
 // compiled form, build/bench/run.js (npm run build:test, tsconfig.test.json).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -30,10 +33,11 @@ import { parseArgs } from 'node:util';
 import {
   consoleTable, markdownReport, svgPlot, formatSize, formatFigure, IMPLEMENTATIONS,
   type BenchReport, type Failure, type Kind, type LatencyFigures, type MachineInfo, type Measurement,
-  type ResultRecord,
+  type ResultRecord, type UcxxColumn, type UcxxComparison, type UcxxRow, type UcxxTarget,
 } from './report.js';
 import { PERF_TESTS } from '../cli/perf/tests.js';
 import { TwoHosts, twoHostsUnavailable } from '../test/helpers/two-hosts.js';
+import { findUcxxWheel, type UcxxWheel } from '../test/helpers/ucxx-wheel.js';
 
 // This file runs as build/bench/run.js (tsconfig.test.json: rootDir ".", outDir "build"): the repository
 // root is two levels up from it.
@@ -365,8 +369,8 @@ type NetBaselineLine = {
   message_rate: number | null;
 };
 
-async function runUcxx(point: Point, config: { progress: string; memory: string }): Promise<Measurement> {
-  const spec = specOf(point.test);
+async function runUcxx(point: Point, config: { progress: string; memory: string }, override?: TestSpec): Promise<Measurement> {
+  const spec = override ?? specOf(point.test);
   const test = spec.base ?? point.test;
   const progress = spec.progress ?? config.progress;
   const timeoutS = timeoutFor(point.size, point.iterations + point.warmup);
@@ -661,6 +665,224 @@ function round(x: number, digits = 3): number {
   return Math.round(x * f) / f;
 }
 
+// ---- ucxx C++ and ucxx Python ------------------------------------------------------------------------
+
+const UCXX_CPP_SOURCE = path.join(ROOT, 'bench', 'ucxx-cpp', 'ucxx_bench.cpp');
+const UCXX_SIZES = [8, 4 * KiB, MiB];
+/** ucx_perftest's default window, as the bandwidth points of the main table. */
+const UCXX_WINDOW = OUTSTANDING;
+
+/**
+ * Builds bench/ucxx-cpp/ucxx_bench.cpp against the wheels the way test/helpers/ucxx-wheel.ts builds the
+ * C++ test peers (their include paths, an RPATH to the wheel's libucxx and libucx), at -O2: a benchmark.
+ */
+function buildUcxxCpp(wheel: UcxxWheel): { binary: string } | { error: string } {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ucxx-bench-cpp-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const binary = path.join(dir, 'ucxx_bench');
+  try {
+    execFileSync('g++', [
+      '-std=c++17', '-O2', '-Wall', '-Wextra', '-fdiagnostics-color=never', UCXX_CPP_SOURCE, '-o', binary,
+      `-isystem${wheel.libucxxInclude}`, `-isystem${wheel.libucxInclude}`, `-L${wheel.libucxxLib}`, `-L${wheel.libucxLib}`,
+      '-lucxx', '-lucp', '-lucs', '-Wl,--disable-new-dtags', `-Wl,-rpath,${wheel.libucxxLib}:${wheel.libucxLib}`,
+    ], { stdio: 'pipe', timeout: 180_000 });
+  } catch (err) {
+    const e = err as { code?: string; stderr?: Buffer; message?: string };
+    return { error: e.code === 'ENOENT' ? 'g++ was not found on PATH' : `g++ could not build ${UCXX_CPP_SOURCE}:\n${e.stderr?.toString() || String(e.message)}` };
+  }
+  return { binary };
+}
+
+/** The ucxx C++ program at one point: its JSON line. */
+async function runUcxxCpp(binary: string, test: 'tag_lat' | 'tag_bw', size: number, n: number, w: number, errors: 'peer' | 'none'): Promise<Measurement> {
+  const timeoutS = timeoutFor(size, n + w);
+  const run = start(binary, [test, String(size), String(n), String(w), String(UCXX_WINDOW), errors], timeoutS);
+  const r = await run.done;
+  const command = `ucxx_bench ${test} ${size} ${n} ${w} ${UCXX_WINDOW} ${errors}`;
+  let found: Record<string, unknown> | null = null;
+  for (const line of r.stdout.split('\n')) {
+    if (!line.trim().startsWith('{')) continue;
+    try {
+      const obj: unknown = JSON.parse(line);
+      if (isObject(obj) && obj.tool === 'ucxx-cpp' && obj.test === test && obj.size === size) found = obj;
+    } catch { /* not JSON */ }
+  }
+  if (r.code !== 0 || found === null) {
+    return { status: 'failed', command, wall_s: round(r.wallS), error: r.code === 0 ? 'exit status 0 but no JSON line' : describeFailure(r, timeoutS) };
+  }
+  // Written by ucxx_bench.cpp: its fields as it prints them.
+  const f = found as { iterations: number; latency_us: LatencyFigures; bandwidth_MBps: number; message_rate: number | null; ucx: string };
+  return {
+    status: 'ok', command, wall_s: round(r.wallS), iterations: f.iterations, latency_us: f.latency_us,
+    bandwidth_MBps: f.bandwidth_MBps, message_rate: f.message_rate, detail: { ucx: f.ucx, errorHandling: errors },
+  };
+}
+
+/** ucxx Python's send_recv modes: its async API with thread progress (its default) and with polling, and its core API. */
+const PY_MODES = {
+  'py-thread': { args: [], label: 'ucxx Py async thread', mode: 'python -m ucxx.benchmarks.send_recv (async API, --progress-mode thread: its default)' },
+  'py-polling': { args: ['--progress-mode', 'polling'], label: 'ucxx Py async polling', mode: 'python -m ucxx.benchmarks.send_recv --progress-mode polling (async API)' },
+  'py-core': { args: ['-l', 'ucxx-core', '--progress-mode', 'polling'], label: 'ucxx Py core polling', mode: 'python -m ucxx.benchmarks.send_recv -l ucxx-core --progress-mode polling' },
+} as const;
+type PyMode = keyof typeof PY_MODES;
+
+/**
+ * ucxx Python's send_recv at one point. Its "Latency" lines are already half its round trip (its
+ * source divides each iteration's time by 2), so they are the bench's one-way figure as printed; its
+ * bandwidth (binary units) is not used: MB/s is the size over that one-way time. Two retries on a
+ * failure (it sometimes resets the connection at 1 MiB with thread progress), none on a timeout.
+ */
+async function runUcxxPython(python: string, mode: PyMode, size: number, n: number, w: number, am: boolean, short: boolean): Promise<Measurement> {
+  const args = ['-m', 'ucxx.benchmarks.send_recv', '-s', '127.0.0.1', '-n', String(size), '--n-iter', String(n),
+    '--n-warmup-iter', String(w), '-o', 'numpy', '--reuse-alloc', '--no-detailed-report', '--error-handling',
+    ...PY_MODES[mode].args, ...(am ? ['--enable-am'] : [])];
+  const timeoutS = short ? 60 : 120;
+  const command = `.venv/bin/python ${args.join(' ')}`;
+  let tries = 0;
+  for (;;) {
+    tries++;
+    const r = await start(python, args, timeoutS).done;
+    const avg = /Latency \(average\)\s*\|\s*(\d+) ns/.exec(r.stdout)?.[1];
+    const p50 = /Latency \(median\)\s*\|\s*(\d+) ns/.exec(r.stdout)?.[1];
+    if (r.code === 0 && avg !== undefined && p50 !== undefined) {
+      const meanUs = Number(avg) / 1000;
+      return {
+        status: 'ok', command, wall_s: round(r.wallS), iterations: n,
+        latency_us: { p50: Number(p50) / 1000, avg: meanUs, p99: null },
+        bandwidth_MBps: round(size / meanUs, 3), message_rate: null,
+        detail: { tries, oneWay: 'its "Latency" lines, already half the round trip' },
+      };
+    }
+    if (r.timedOut || tries >= 3) {
+      const error = r.code === 0 ? `no "Latency" lines; stdout:\n${r.stdout.trim().slice(-600)}` : describeFailure(r, timeoutS);
+      return { status: 'failed', command, wall_s: round(r.wallS), error: `${error}${tries > 1 ? ` (try ${tries})` : ''}` };
+    }
+  }
+}
+
+/** Iterations and warm-up of a ucxx row, the same for every column (ucxx Python is slow at them all). */
+function ucxxIterations(kind: 'latency' | 'bandwidth', size: number, short: boolean): { iterations: number; warmup: number } {
+  if (kind === 'bandwidth') return iterationsFor('tag_bw', size, short);
+  if (short) return size >= MiB ? { iterations: 50, warmup: 10 } : { iterations: 500, warmup: 50 };
+  return size >= MiB ? { iterations: 500, warmup: 100 } : { iterations: 5000, warmup: 1000 };
+}
+
+/**
+ * ucxx-ts beside ucxx C++ and ucxx Python: tag_lat (and am_lat where ucxx Python's send_recv has it)
+ * at 8 B, 4 KiB and 1 MiB, and tag_bw at the same sizes, in both error-handling modes where the peer
+ * allows it, all polling. ucx_perftest and net over TCP come from the main table's rows where this
+ * run has the point. One measurement at a time.
+ */
+async function runUcxxComparison(options: Options, results: ResultRecord[], ucxxTsUcx: string | null): Promise<UcxxComparison> {
+  const wheel = findUcxxWheel();
+  const cpp = typeof wheel === 'string' ? { error: wheel } : buildUcxxCpp(wheel);
+  let pyUcx: string | null = null;
+  let pyError: string | null = null;
+  if (typeof wheel === 'string') pyError = wheel;
+  else {
+    pyUcx = tryRun(wheel.python, ['-c', "import ucxx; print('.'.join(map(str, ucxx.get_ucx_version())))"]);
+    if (pyUcx === null) pyError = `${wheel.python} cannot import ucxx`;
+  }
+  const python = typeof wheel === 'string' ? '' : wheel.python;
+  let cppUcx: string | null = null;
+  // Its send_recv may not have AM (ucxx 0.52 raises "AM not implemented yet" for --enable-am): ask it once.
+  let amMissing: string | null = pyError ?? null;
+  if (pyError === null) {
+    const probe = await start(python, ['-m', 'ucxx.benchmarks.send_recv', '-s', '127.0.0.1', '-n', '8', '--n-iter', '2', '--n-warmup-iter', '1',
+      '-o', 'numpy', '--no-detailed-report', '--progress-mode', 'polling', '--enable-am'], 60).done;
+    if (/AM not implemented/.test(probe.stderr + probe.stdout)) amMissing = 'ucxx Python\'s send_recv raises "AM not implemented yet" for --enable-am (ucxx 0.52)';
+  }
+  const columns: UcxxColumn[] = [
+    { key: 'ucxx-ts', label: 'ucxx-ts', mode: 'ucxx-perf --local -P polling (Promises, tuned: awaits only what is pending); PEER rows add -e', ucx: ucxxTsUcx },
+    { key: 'ucxx-ts:await', label: 'ucxx-ts await', mode: 'the same with -A (every request awaited, the README\'s idiom); latency rows only', ucx: ucxxTsUcx },
+    { key: 'ucxx-cpp', label: 'ucxx C++', mode: `bench/ucxx-cpp/ucxx_bench.cpp on libucxx 0.52 (worker->progress() polling; tag_lat ping-pong, half the round trip; tag_bw a window of ${UCXX_WINDOW} sends); endpointErrorHandling true in PEER rows, false in NONE rows`, ucx: null },
+    ...(Object.keys(PY_MODES) as PyMode[]).map((k) => ({
+      key: k, label: PY_MODES[k].label, mode: `${PY_MODES[k].mode}, --reuse-alloc, numpy buffers; one-way = its "Latency" (its round trip / 2); ping-pong only, PEER only`, ucx: pyUcx,
+    })),
+    { key: 'ucx_perftest', label: 'ucx_perftest', mode: 'the main table\'s figure (its mean), where this run has the point; -e in PEER rows', ucx: null },
+    { key: 'net-tcp', label: 'net TCP', mode: 'the main table\'s figure (its mean), NONE rows only: net has no error-handling mode', ucx: null },
+  ];
+  const rows: UcxxRow[] = [];
+  const lat: { test: string; errors: 'none' | 'peer' }[] = [
+    { test: 'tag_lat', errors: 'none' }, { test: 'tag_lat', errors: 'peer' },
+    ...(amMissing === null ? [{ test: 'am_lat', errors: 'none' as const }, { test: 'am_lat', errors: 'peer' as const }] : []),
+    { test: 'tag_bw', errors: 'none' }, { test: 'tag_bw', errors: 'peer' },
+  ];
+  for (const { test, errors } of lat) {
+    const kind = test === 'tag_bw' ? 'bandwidth' as const : 'latency' as const;
+    for (const size of UCXX_SIZES) {
+      const { iterations, warmup } = ucxxIterations(kind, size, options.short);
+      const point: Point = { test, size, iterations, warmup, outstanding: UCXX_WINDOW };
+      const raw: Record<string, Measurement> = {};
+      const ts = (awaited: boolean): TestSpec => ({
+        kind, c: null, net: null, base: test, progress: 'polling',
+        ucxxExtra: [...(errors === 'peer' ? ['-e'] : []), ...(awaited ? ['-A'] : [])],
+      });
+      raw['ucxx-ts'] = await runUcxx(point, { progress: 'polling', memory: options.memory }, ts(false));
+      raw['ucxx-ts:await'] = kind === 'latency' ? await runUcxx(point, { progress: 'polling', memory: options.memory }, ts(true))
+        : { status: 'n/a', error: 'the awaited style is measured for latency only' };
+      if (test === 'am_lat') raw['ucxx-cpp'] = { status: 'n/a', error: 'bench/ucxx-cpp/ucxx_bench.cpp has the tag tests only, as ucxx\'s perftest' };
+      else if ('error' in cpp) raw['ucxx-cpp'] = { status: 'failed', error: cpp.error };
+      else {
+        raw['ucxx-cpp'] = await runUcxxCpp(cpp.binary, test as 'tag_lat' | 'tag_bw', size, iterations, warmup, errors);
+        cppUcx ??= (raw['ucxx-cpp'].detail?.['ucx'] as string | undefined) ?? null;
+      }
+      for (const k of Object.keys(PY_MODES) as PyMode[]) {
+        raw[k] = kind === 'bandwidth' ? { status: 'n/a', error: 'send_recv is a ping-pong: no windowed stream' }
+          : errors === 'none' ? { status: 'n/a', error: 'send_recv runs PEER only: its server accepts PEER endpoints, and a --no-error-handling client hangs' }
+          : pyError !== null ? { status: 'failed', error: pyError }
+          : await runUcxxPython(python, k, size, iterations, warmup, test === 'am_lat', options.short);
+      }
+      // The main table's rows: tag_lat / tag_bw are NONE, tag_lat:peer / tag_bw:peer PEER.
+      const main = results.find((r) => r.test === (errors === 'peer' ? `${test}:peer` : test) && r.size === size);
+      for (const impl of ['ucx_perftest', 'net-tcp']) {
+        const m = main?.raw[impl];
+        raw[impl] = impl === 'net-tcp' && errors === 'peer' ? { status: 'n/a', error: 'net has no error-handling mode' }
+          : m === undefined ? { status: 'n/a', error: 'the main table has no such point in this run' } : m;
+      }
+      const figures: Record<string, number | null> = {};
+      for (const c of columns) {
+        const m = raw[c.key];
+        const v = m?.status !== 'ok' ? null : kind === 'latency' ? m.latency_us?.avg : m.bandwidth_MBps;
+        figures[c.key] = typeof v === 'number' && Number.isFinite(v) ? v : null;
+      }
+      const ratios: Record<string, number | null> = {};
+      for (const [ours, other] of [['ucxx-ts', 'ucxx-cpp'], ['ucxx-ts:await', 'ucxx-cpp'], ['ucxx-ts', 'py-polling'], ['ucxx-ts', 'py-thread'], ['ucxx-ts', 'py-core']] as const) {
+        const a = figures[ours];
+        const b = figures[other];
+        ratios[`${ours}/${other}`] = a == null || b == null || b === 0 ? null : round(a / b, 4);
+      }
+      rows.push({ test, size, kind, unit: kind === 'latency' ? 'us' : 'MB/s', errorHandling: errors, iterations, warmup, figures, raw, ratios });
+      const show = columns.map((c) => `${c.label} ${figures[c.key] != null ? formatFigure(figures[c.key]) : raw[c.key]?.status === 'n/a' ? '-' : String(raw[c.key]?.status).toUpperCase()}`).join(' | ');
+      console.error(`[ucxx] ${test} ${formatSize(size)} ${errors.toUpperCase()} (${kind === 'latency' ? 'mean us' : 'MB/s'}): ${show}`);
+    }
+  }
+  const cppColumn = columns.find((c) => c.key === 'ucxx-cpp');
+  if (cppColumn !== undefined) cppColumn.ucx = cppUcx;
+  // ucx_info -v: "# Library version: 1.20.1" (1.20) or "# UCT version=1.13.1 ... Version 1.13.1" (1.13).
+  const perftestUcx = /(?:Library version:|Version)\s+(\d[\d.]*)/.exec(tryRun('ucx_info', ['-v']) ?? '')?.[1] ?? null;
+  for (const c of columns) if (c.key === 'ucx_perftest' || c.key === 'net-tcp') c.ucx = c.key === 'net-tcp' ? 'none' : perftestUcx;
+  const find = (test: string, size: number, errors: string) => rows.find((r) => r.test === test && r.size === size && r.errorHandling === errors);
+  const targets: UcxxTarget[] = [];
+  const target = (test: string, size: number, errors: 'peer' | 'none', ratio: string, bound: number, side: 'max' | 'min', what: string) => {
+    const r = find(test, size, errors);
+    if (r !== undefined) targets.push({ what: `${test} ${formatSize(size)} ${errors.toUpperCase()}: ${what}`, ratio, value: r.ratios[ratio] ?? null, bound, side });
+  };
+  target('tag_lat', 8, 'peer', 'ucxx-ts/py-polling', 1 / 3, 'max', 'ucxx-ts at least 3x faster than ucxx Python\'s async API, both polling');
+  target('tag_lat', MiB, 'peer', 'ucxx-ts/py-polling', 1, 'max', 'ucxx-ts not slower than ucxx Python\'s async API, both polling');
+  for (const errors of ['none', 'peer'] as const) {
+    target('tag_lat', 8, errors, 'ucxx-ts/ucxx-cpp', 1, 'max', 'ucxx-ts tuned mean at or below ucxx C++\'s');
+    target('tag_lat', 8, errors, 'ucxx-ts:await/ucxx-cpp', 1.5, 'max', 'ucxx-ts awaited mean within 1.5x of ucxx C++\'s');
+    target('tag_bw', MiB, errors, 'ucxx-ts/ucxx-cpp', 0.95, 'min', 'ucxx-ts bandwidth at least 0.95x ucxx C++\'s');
+  }
+  const notes = [
+    'Every figure is a mean: latency is the one-way time (half the round trip of a ping-pong), bandwidth the message size over that time for the ping-pong columns, over the stream for tag_bw. Each point runs once.',
+    `ucxx C++ and ucxx Python run on the libucx wheel's UCX (${pyUcx ?? cppUcx ?? '?'}) whatever UCX ucxx-ts runs on (here ${ucxxTsUcx ?? '?'}): ucxx 0.52 needs UCX 1.18 or later.`,
+    ...(amMissing !== null ? [`No am_lat rows: ${amMissing}.`] : []),
+  ];
+  return { columns, rows, targets, notes };
+}
+
 // ---- machine ----------------------------------------------------------------------------------------
 
 function tryRun(file: string, args: string[]): string | null {
@@ -731,6 +953,7 @@ interface Options {
   c: boolean;
   from: string | null;
   twoHosts: boolean;
+  ucxx: boolean;
 }
 
 const SIZE_UNITS: Record<string, number> = { '': 1, k: KiB, m: MiB };
@@ -748,6 +971,7 @@ function parseCommandLine(): Options {
       'no-c': { type: 'boolean' },
       from: { type: 'string' },
       'two-hosts': { type: 'boolean' },
+      'no-ucxx': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -773,6 +997,7 @@ function parseCommandLine(): Options {
   return {
     short: values.short === true, tests, sizes, progress, memory, out: values.out ?? null,
     net: values['no-net'] !== true && !twoHosts, c: values['no-c'] !== true, from: values.from ?? null, twoHosts,
+    ucxx: values['no-ucxx'] !== true && !twoHosts,
   };
 }
 
@@ -932,6 +1157,9 @@ async function main(): Promise<void> {
     console.error(`[${index + 1}/${points.length} ${elapsed}s] ${point.test} ${formatSize(point.size)} (${METRIC[spec.kind].unit}): ${show}`);
   }
 
+  // ucxx C++ and ucxx Python beside ucxx-ts (one host only).
+  const ucxx = options.ucxx ? await runUcxxComparison(options, results, machine.ucx.ucxxTs) : undefined;
+
   // The FFI floor, in a process of its own (one host: the crossings do not depend on the peer).
   let ffiFloor: BenchReport['ffiFloor'];
   let floorError: string | null = null;
@@ -953,6 +1181,16 @@ async function main(): Promise<void> {
     for (const impl of IMPLEMENTATIONS) {
       const m = r.raw[impl] as Measurement;
       if (m.status === 'failed' || m.status === 'skipped') failures.push({ test: r.test, size: r.size, implementation: impl, status: m.status, command: m.command ?? null, error: m.error ?? null });
+    }
+  }
+  for (const r of ucxx?.rows ?? []) {
+    for (const c of ucxx?.columns ?? []) {
+      // ucx_perftest and net are the main table's figures: their failures are listed there.
+      const m = r.raw[c.key];
+      if (c.key === 'ucx_perftest' || c.key === 'net-tcp' || m === undefined) continue;
+      if (m.status === 'failed' || m.status === 'skipped') {
+        failures.push({ test: `${r.test} ${r.errorHandling.toUpperCase()}`, size: r.size, implementation: c.label, status: m.status, command: m.command ?? null, error: m.error ?? null });
+      }
     }
   }
   if (floorError !== null) {
@@ -983,6 +1221,7 @@ async function main(): Promise<void> {
     results,
     failures,
     ...(ffiFloor === undefined ? {} : { ffiFloor }),
+    ...(ucxx === undefined ? {} : { ucxx }),
   };
 
   // Outputs.
