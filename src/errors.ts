@@ -499,7 +499,10 @@ export class ConnectionRefusedError extends NotConnectedError {
   /** `listening`: a listener was seen on the port (this host), so it refused; else nobody listens. */
   constructor(address: string, ucxStatus: number, options?: ErrorOptions & { listening?: boolean }) {
     super(options?.listening === true
-      ? `connect to ${address}: the listener there refused the connection (UCX said ${statusName(ucxStatus)})`
+      ? `connect to ${address}: the listener there refused the connection (UCX said ${statusName(ucxStatus)})` +
+        (statusName(ucxStatus) === 'UCS_ERR_REJECTED'
+          ? ': the server rejected it, by its own choice (a ucxx-ts listener\'s accept callback, ucp_listener_reject) or for a reason of UCX\'s'
+          : '')
       : `connect to ${address}: nobody listens there (connection refused; UCX said ${statusName(ucxStatus)})`, options);
     this.name = 'ConnectionRefusedError';
     this.ucxStatus = ucxStatus;

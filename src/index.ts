@@ -4,7 +4,7 @@
  */
 export { Context, DEFAULT_FEATURES, DEFAULT_FAILURE_TIMEOUT, type ContextOptions, type Feature } from './context.js';
 export { Worker, type WorkerOptions, type ProgressMode, type ReceiveOptions, type TagProbeResult } from './worker.js';
-export { Listener, type ListenerOptions, type ListenerEvents } from './listener.js';
+export { Listener, type ListenerOptions, type ListenerEvents, type ConnectionRequest } from './listener.js';
 export {
   Endpoint, type EndpointOptions, type EndpointEvents, type ErrorHandlingMode, type StreamRecvOptions, type AmSendOptions, type AtomicOp,
   type AtomicOptions, type OperationOptions,
