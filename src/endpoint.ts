@@ -1300,6 +1300,32 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   #opsFailed = 0;
 
   /**
+   * Cancels every operation of this endpoint still in flight, as ucxx's `cancelInflightRequests`: each
+   * rejects with CanceledError now (what UCX cannot cancel, sends and RMA on UCX 1.13, it finishes or
+   * drops in the background, as `Request.cancel()` says). The endpoint stays open. Returns how many were
+   * cancelled.
+   *
+   * @example
+   * ```ts
+   * const pending = endpoint.tagRecv(buffer, 5n);
+   * console.log(endpoint.cancelInflightRequests()); // 1: `pending` rejects with CanceledError
+   * ```
+   */
+  cancelInflightRequests(): number {
+    let cancelled = 0;
+    const mine: AnyRequest[] = [...this.#receives];
+    for (const request of inflight.values()) {
+      if (request[kOwner] === this) mine.push(request);
+    }
+    for (const request of mine) {
+      if (request.completed) continue;
+      request.cancel();
+      if (request.completed) cancelled++;
+    }
+    return cancelled;
+  }
+
+  /**
    * Closes the endpoint: destroys the remote keys unpacked on it, cancels its receives, then closes
    * gracefully (flushing) or, when the peer is gone or operations are still in flight, forced (PEER mode;
    * UCX refuses to force a NONE-mode endpoint). Operations still in flight then reject with

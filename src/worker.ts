@@ -391,7 +391,11 @@ export class Worker {
     const requests = this[kRequests];
     const block = requests.params.send;
     const request = requests.void(requests.slot(block), ucx().ucp_worker_flush_nbx(handle, block.address), 'worker flush', null);
-    if (!request.completed) request[kDetachable] = true;
+    if (!request.completed) {
+      request[kDetachable] = true;
+      request[kGroup] = this.#userRequests;
+      this.#userRequests.add(request);
+    }
     return request;
   }
 
@@ -428,7 +432,7 @@ export class Worker {
     options: ReceiveOptions = {},
   ): Request<TagRecvInfo> {
     options = optionsObject(options, 'tagRecv options');
-    return this[kTagRecv](buffer, tag, tagMask, null, options.signal);
+    return this[kTagRecv](buffer, tag, tagMask, this.#userRequests, options.signal);
   }
 
   /** @internal */
@@ -776,6 +780,32 @@ export class Worker {
     this.#ownAddressCache ??= this.getAddress();
     return this.#ownAddressCache;
   }
+
+  /**
+   * Cancels every operation in flight on this worker, as ucxx's `Worker::cancelInflightRequests`: those of
+   * its endpoints (`endpoint.cancelInflightRequests()`), its own tag receives (`worker.tagRecv`) and
+   * flushes. Each rejects with CanceledError now; the worker and its endpoints stay open. Returns how
+   * many were cancelled.
+   *
+   * @example
+   * ```ts
+   * worker.tagRecv(buffer, 1n).promise.catch(() => {});
+   * const n = worker.cancelInflightRequests();  // 1
+   * ```
+   */
+  cancelInflightRequests(): number {
+    let cancelled = 0;
+    for (const endpoint of this.#endpoints) cancelled += endpoint.cancelInflightRequests();
+    for (const request of [...this.#userRequests]) {
+      if (request.completed) continue;
+      request.cancel();
+      if (request.completed) cancelled++;
+    }
+    return cancelled;
+  }
+
+  /** The worker's own operations in flight (tag receives, flushes), for `cancelInflightRequests`. */
+  readonly #userRequests = new Set<AnyRequest>();
 
   /**
    * Closes the worker: cancels what is in flight (those requests reject with CanceledError), closes its
