@@ -298,6 +298,20 @@ export class Context {
   }
 
   /**
+   * UCX's own description of this context (`ucp_context_print_info`: its memory domains and transport
+   * resources), as ucxx's `Context::getInfo`.
+   *
+   * @example
+   * ```ts
+   * console.log(context.getInfo()); // '#\n# UCP context\n# ...'
+   * ```
+   */
+  getInfo(): string {
+    const handle = this[kLiveHandle]();
+    return captureStream((stream) => ucx().ucp_context_print_info(handle, stream));
+  }
+
+  /**
    * The transport resources UCX opened for this context (after `UCX_TLS`, `UCX_NET_DEVICES` and the
    * features), as `ucx_info -d` lists them for a C program.
    *

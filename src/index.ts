@@ -3,7 +3,9 @@
  * Endpoint, MemoryHandle -> RemoteKey, and a Request for every non-blocking operation.
  */
 export { Context, DEFAULT_FEATURES, DEFAULT_FAILURE_TIMEOUT, type ContextOptions, type Feature } from './context.js';
-export { Worker, type WorkerOptions, type ProgressMode, type ReceiveOptions, type TagProbeResult } from './worker.js';
+export {
+  Worker, type WorkerOptions, type WorkerAttributes, type ProgressMode, type ReceiveOptions, type TagProbeResult,
+} from './worker.js';
 export { Listener, type ListenerOptions, type ListenerEvents, type ConnectionRequest } from './listener.js';
 export {
   Endpoint, type EndpointOptions, type EndpointEvents, type ErrorHandlingMode, type StreamRecvOptions, type AmSendOptions, type AtomicOp,

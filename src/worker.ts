@@ -12,7 +12,7 @@
 import { debug } from './internal/debug-log.js';
 import {
   CONSTANTS, OutCell, StructBuffer, UCS_ERR_INVALID_PARAM, UCS_ERR_NOT_CONNECTED, UCS_ERR_NO_MEMORY, UCS_ERR_REJECTED,
-  UCS_ERR_CONNECTION_RESET, UCS_ERR_ENDPOINT_TIMEOUT, UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_OK, addressOf, copyFromMemory, layouts, statusOfPtr, ucpVersion, ucx,
+  UCS_ERR_CONNECTION_RESET, UCS_ERR_ENDPOINT_TIMEOUT, UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_OK, addressOf, captureStream, copyFromMemory, layouts, statusOfPtr, ucpVersion, ucx,
   ucxProfile, type Ptr,
 } from './ffi/index.js';
 import { OwnMemh } from './engine/own-memh.js';
@@ -85,6 +85,16 @@ export interface WorkerOptions {
    * 'polling' (which also polls for as long as operations are in flight). 0 sleeps at once.
    */
   busyPollUs?: number;
+}
+
+/** What `worker.queryAttributes()` returns. */
+export interface WorkerAttributes {
+  /** UCX's thread mode of the worker ('single': ucxx-ts uses one worker per thread). */
+  readonly threadMode: 'single' | 'serialized' | 'multi';
+  /** The largest active-message header this worker's UCX accepts, in bytes. */
+  readonly maxAmHeader: number;
+  /** The worker's name (UCX names a worker by its memory address, such as '0x2fe13a20'). */
+  readonly name: string;
 }
 
 const K = CONSTANTS;
@@ -902,6 +912,45 @@ export class Worker {
   }
 
   // ---- internals shared with Endpoint and Listener -------------------------------------------------
+
+  /**
+   * What UCX says of this worker (`ucp_worker_query`), as ucxx's `Worker::queryAttributes`: its thread
+   * mode, the largest active-message header it accepts, and its name.
+   *
+   * @example
+   * ```ts
+   * const { threadMode, maxAmHeader, name } = worker.queryAttributes(); // 'single', 8100, '0x2fe13a20'
+   * ```
+   */
+  queryAttributes(): WorkerAttributes {
+    const attr = new StructBuffer(layouts.ucp_worker_attr_t);
+    attr.setU64('field_mask', K.UCP_WORKER_ATTR_FIELD_THREAD_MODE | K.UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER |
+      K.UCP_WORKER_ATTR_FIELD_NAME);
+    check(ucx().ucp_worker_query(this[kLive]('Worker'), attr.buffer), 'ucp_worker_query');
+    const mode = BigInt(attr.getU32('thread_mode'));
+    const nameAt = attr.offset('name');
+    const raw = attr.buffer.subarray(nameAt, nameAt + 32);
+    const end = raw.indexOf(0);
+    return {
+      threadMode: mode === K.UCS_THREAD_MODE_MULTI ? 'multi' : mode === K.UCS_THREAD_MODE_SERIALIZED ? 'serialized' : 'single',
+      maxAmHeader: Number(attr.getU64('max_am_header')),
+      name: raw.toString('latin1', 0, end < 0 ? raw.length : end),
+    };
+  }
+
+  /**
+   * UCX's own description of this worker (`ucp_worker_print_info`: its address, the transports of
+   * each interface), as ucxx's `Worker::getInfo` and Python's `get_ucp_worker_info()`.
+   *
+   * @example
+   * ```ts
+   * console.log(worker.getInfo()); // '#\n# UCP worker ...'
+   * ```
+   */
+  getInfo(): string {
+    const handle = this[kLive]('Worker');
+    return captureStream((stream) => ucx().ucp_worker_print_info(handle, stream));
+  }
 
   #maxAmHeader = -1;
 

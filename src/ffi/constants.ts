@@ -35,10 +35,14 @@ export const CONSTANTS = {
 
   // ucs_thread_mode_t
   UCS_THREAD_MODE_SINGLE: 0n,
+  UCS_THREAD_MODE_SERIALIZED: 1n,
+  UCS_THREAD_MODE_MULTI: 2n,
 
   // ucp_worker_attr_t.field_mask
+  UCP_WORKER_ATTR_FIELD_THREAD_MODE: bit(0),
   UCP_WORKER_ATTR_FIELD_ADDRESS: bit(1),
   UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER: bit(3),
+  UCP_WORKER_ATTR_FIELD_NAME: bit(4),
 
   // ucp_listener_params_t.field_mask
   UCP_LISTENER_PARAM_FIELD_SOCK_ADDR: bit(0),

@@ -36,6 +36,7 @@ export interface UcxFunctions {
   ucp_worker_create(context: Ptr, params: Buffer, workerOut: Buffer): number;
   ucp_worker_destroy(worker: Ptr): void;
   ucp_worker_query(worker: Ptr, attr: Buffer): number;
+  ucp_worker_print_info(worker: Ptr, stream: Ptr): void;
   ucp_worker_release_address(worker: Ptr, address: Ptr): void;
   ucp_worker_progress(worker: Ptr): number;
   ucp_worker_get_efd(worker: Ptr, fdOut: Buffer): number;
@@ -151,6 +152,7 @@ const SIGNATURES: Record<'ucp' | 'ucs' | 'libc', readonly string[]> = {
     'int8_t ucp_worker_create(void *context, void *params, void *worker_p)',
     'void ucp_worker_destroy(void *worker)',
     'int8_t ucp_worker_query(void *worker, void *attr)',
+    'void ucp_worker_print_info(void *worker, void *stream)',
     'void ucp_worker_release_address(void *worker, void *address)',
     'uint32_t ucp_worker_progress(void *worker)',
     'int8_t ucp_worker_get_efd(void *worker, void *fd)',
