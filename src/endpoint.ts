@@ -931,17 +931,20 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /**
    * The next ucxx active message from this endpoint (sent with ucxx's `amSend`, or the ucxx form of
-   * `amSend` above): messages are kept per endpoint, in arrival order, until taken. Rejects with the
-   * receive's error (as ucxx's request status), or CanceledError when `signal` aborts or the endpoint
-   * closes.
+   * `amSend` above): messages are kept per endpoint, in arrival order, until taken. A Request, as ucxx's
+   * `amRecv`: it fails with the receive's error (as ucxx's request status), or with CanceledError on
+   * `cancel()`, when `signal` aborts or when the endpoint closes; a message that arrives after a
+   * cancelled receive waits for the next one.
    *
    * @example
    * ```ts
    * const { data, userHeader } = await ep.amRecv();
+   * const pending = ep.amRecv();
+   * pending.cancel(); // CanceledError
    * ```
    */
-  @promiseOperation
-  amRecv(options?: { signal?: AbortSignal }): Promise<UcxxAmMessage> {
+  @requestOperation
+  amRecv(options?: { signal?: AbortSignal }): Request<UcxxAmMessage> {
     return ucxxAmRecv(this, options);
   }
 

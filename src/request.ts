@@ -87,8 +87,11 @@ export const enum ResultKind {
   Reply64 = 4,
   /** The bytes received into `_reply` (a Uint8Array), trimmed to the length. */
   Bytes = 5,
-  /** The frames in `_reply` (a Uint8Array[]), as they are: a request made of other requests (tagMultiRecv). */
-  Frames = 6,
+  /**
+   * The value in `_reply` as it is: a request made of other requests or of JavaScript-side work
+   * (tagMultiRecv's frames, amRecv's message).
+   */
+  Value = 6,
 }
 
 /** The worker-side hooks a Request needs (implemented by the worker's RequestEngine). @internal */
@@ -154,8 +157,8 @@ export class Request<T = void> implements PromiseLike<T> {
   [kUcxRequest]: bigint | null = null;
   /** @internal A set that tracks this request until it settles (an endpoint's receives). */
   [kGroup]: Set<AnyRequest> | null = null;
-  /** @internal Where the operation's result lands (atomic fetch, received bytes). */
-  [kReply]: Uint8Array | Uint8Array[] | null = null;
+  /** @internal Where the operation's result lands (atomic fetch, received bytes, a ucxx AM message). */
+  [kReply]: unknown = null;
   /**
    * @internal For operations UCX cannot cancel (stream receives in 1.13): settles the request as
    * cancelled at once, and `_late` then receives UCX's real completion.
@@ -383,7 +386,7 @@ export class Request<T = void> implements PromiseLike<T> {
         case ResultKind.Bytes:
           this.#value = (this[kReply] as Uint8Array).subarray(0, length) as T;
           break;
-        case ResultKind.Frames:
+        case ResultKind.Value:
           this.#value = this[kReply] as T;
           break;
         default:

@@ -117,7 +117,7 @@ export function tagMultiRecv(
   const maxBytes = options.maxBytes ?? 2 ** 30;
   if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new ArgumentOutOfRangeError(`maxBytes must be a non-negative integer, got ${show(maxBytes)}`);
   if (options.signal?.aborted === true) return worker[kAborted]('tagMultiRecv', options.signal);
-  const result = new Request<Uint8Array[]>(INTERNAL, null, ResultKind.Frames, 'tagMultiRecv', null);
+  const result = new Request<Uint8Array[]>(INTERNAL, null, ResultKind.Value, 'tagMultiRecv', null);
   // cancel() and the caller's signal stop the receives through one signal of its own.
   const controller = new AbortController();
   result[kCancelFallback] = () => controller.abort(new CanceledError('tagMultiRecv: canceled'));

@@ -15,11 +15,11 @@
  * `worker.setAmHandler(0, ...)` replaces this handler (the plain-UCP form then owns id 0).
  */
 import { abortError } from './internal/abort-error.js';
-import { kHold, kLive, kMaxAmHeader } from './internal/symbols.js';
+import { kBindSignal, kCancelFallback, kComplete, kFail, kHold, kLive, kMaxAmHeader, kReply } from './internal/symbols.js';
 import { UCS_ERR_IO_ERROR, UCS_ERR_NO_MEMORY, UCS_ERR_UNSUPPORTED } from './ffi/index.js';
 import { constants as bufferConstants } from 'node:buffer';
 import { AlreadyExistsError, CanceledError, errorFromStatus, type UcxError } from './errors.js';
-import type { Request } from './request.js';
+import { Request, ResultKind } from './request.js';
 import { asBytes, optionsObject, type BufferSource } from './internal/bytes.js';
 import {
   decodeUcxxAmHeader, encodeAmOwner, encodeUcxxAmHeader, toAmCallbackId,
@@ -226,37 +226,44 @@ class UcxxAmState {
     else queue.ready.push(message);
   }
 
-  amRecv(endpoint: Endpoint, signal: AbortSignal | undefined): Promise<UcxxAmMessage> {
+  amRecv(endpoint: Endpoint, signal: AbortSignal | undefined): Request<UcxxAmMessage> {
     endpoint[kLive]('amRecv');
-    if (signal?.aborted === true) return Promise.reject(abortError('amRecv', signal.reason));
+    const result = new Request<UcxxAmMessage>(INTERNAL, null, ResultKind.Value, 'amRecv', null);
+    const settle = (message: Promise<UcxxAmMessage>): void => {
+      message.then((m) => {
+        result[kReply] = m;
+        result[kComplete](0, 0, 0n);
+      }, (err: unknown) => result[kFail](err instanceof Error ? err : new Error(String(err))));
+    };
     const queue = this.#queue(endpoint);
     const ready = queue.ready.shift();
-    if (ready !== undefined) return ready;
+    if (ready !== undefined) {
+      settle(ready);
+      return result;
+    }
     // Waiting for a message keeps the worker (and the process) awake, as a posted receive does.
     const worker = this.#worker;
-    return new Promise<UcxxAmMessage>((resolve, reject) => {
-      worker[kHold](1);
-      let onAbort: (() => void) | undefined;
-      const done = (): void => {
-        worker[kHold](-1);
-        if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort);
-      };
-      const waiter: Waiter = {
-        resolve: (message) => { done(); resolve(message); },
-        reject: (error) => { done(); reject(error); },
-      };
-      queue.waiters.push(waiter);
-      if (signal !== undefined) {
-        onAbort = () => {
-          const i = queue.waiters.indexOf(waiter);
-          if (i >= 0) {
-            queue.waiters.splice(i, 1);
-            waiter.reject(abortError('amRecv', signal.reason));
-          }
-        };
-        signal.addEventListener('abort', onAbort, { once: true });
-      }
-    });
+    worker[kHold](1);
+    let held = true;
+    const release = (): void => {
+      if (!held) return;
+      held = false;
+      worker[kHold](-1);
+    };
+    const waiter: Waiter = {
+      resolve: (message) => { release(); settle(message); },
+      reject: (error) => { release(); result[kFail](error); },
+    };
+    queue.waiters.push(waiter);
+    // cancel() and the signal take the waiter out of the queue: a message arriving later waits for the next amRecv.
+    result[kCancelFallback] = () => {
+      const i = queue.waiters.indexOf(waiter);
+      if (i < 0) return;
+      queue.waiters.splice(i, 1);
+      waiter.reject(signal?.aborted === true ? abortError('amRecv', signal.reason) : new CanceledError('amRecv: canceled'));
+    };
+    result[kBindSignal](signal);
+    return result;
   }
 }
 
@@ -298,7 +305,7 @@ export function ucxxAmSend(endpoint: Endpoint, data: BufferSource | null, option
 }
 
 /** The next ucxx active message from `endpoint` (see Endpoint.amRecv). */
-export function ucxxAmRecv(endpoint: Endpoint, options: { signal?: AbortSignal } = {}): Promise<UcxxAmMessage> {
+export function ucxxAmRecv(endpoint: Endpoint, options: { signal?: AbortSignal } = {}): Request<UcxxAmMessage> {
   options = optionsObject(options, 'amRecv options');
   return stateOf(endpoint.worker).amRecv(endpoint, options.signal);
 }

@@ -428,7 +428,16 @@ test('ucxx-ts to ucxx-ts: tagMulti of 250 frames, amRecv cancellation, receiver-
   const controller = new AbortController();
   const aborted = ab.amRecv({ signal: controller.signal });
   controller.abort();
-  await assert.rejects(aborted, CanceledError);
+  await assert.rejects(aborted.promise, CanceledError);
+  // amRecv is a Request: cancel() takes it out of the queue, and the next message goes to the next one.
+  const cancelled = ab.amRecv();
+  assert.equal(cancelled.completed, false);
+  cancelled.cancel();
+  assert.equal(cancelled.completed, true);
+  await assert.rejects(cancelled.promise, CanceledError);
+  await ba.amSend(new Uint8Array([7, 7]));
+  const next = await deadline(ab.amRecv(), 'amRecv after a cancelled one');
+  assert.deepEqual([...next.data], [7, 7]);
   const pending = ab.amRecv();
   const closing = ab.close();
   await assert.rejects(deadline(pending, 'amRecv on a closing endpoint'), CanceledError);

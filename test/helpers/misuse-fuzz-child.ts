@@ -131,7 +131,7 @@ async function buildWorld(): Promise<World> {
   // assert when it is released (see the report of the misuse branch); that is a lifetime bug, not misuse.
   const amMessage = messages[0] as ucxx.AmMessage;
 
-  const received = server.amRecv();
+  const received = server.amRecv().promise;
   await client.amSend(new Uint8Array(8), { userHeader: new Uint8Array([9]) });
   const ucxxMessage = await within(received, 5000, 'the fixture ucxx active message');
 
