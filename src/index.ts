@@ -31,7 +31,7 @@ export { Request, type TagRecvInfo } from './request.js';
 export {
   UcxxPythonEndpoint, UcxxPythonListener, UCXX_PYTHON_FEATURES, hash64bits, type PyValue, type UcxxPythonConnectOptions,
   type UcxxPythonListenerOptions, type UcxxPythonListenerEvents, type UcxxPythonTagOptions, type UcxxPythonRecvOptions,
-  type UcxxPythonAllocatingRecvOptions,
+  type UcxxPythonAllocatingRecvOptions, type UcxxPythonRecvObjOptions, type UcxxPythonProbeOptions,
 } from './ucxx-python/index.js';
 export * from './errors.js';
 export type { BufferSource } from './internal/bytes.js';

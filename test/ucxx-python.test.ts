@@ -27,7 +27,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
   Context, ConnectionResetError, EndpointTimeoutError, HandshakeError, MessageFormatError, UCXX_PYTHON_FEATURES, type UcxxPythonEndpoint,
-  type Worker, ClosedError, Endpoint, UcxError,
+  type Worker, CanceledError, ClosedError, Endpoint, UcxError,
 } from 'ucxx-ts';
 import { assertCPattern, cPattern } from './helpers/pattern.js';
 import { ucxCompileFlags } from './helpers/env.js';
@@ -429,4 +429,51 @@ test('a server that sends stream bytes and exits at once: a plain connect reads 
     }
   }
   assert.ok(outcomes.includes('8 bytes'), `no run read the bytes: ${outcomes.join(', ')}`);
+});
+
+test("ucxx Python's endpoint helpers between two ucxx-ts sides: closeAfterNRecv, setCloseCallback, abort, recvObj's allocator, activeClients", async () => {
+  await using context = new Context({ features: UCXX_PYTHON_FEATURES });
+  const worker = context.createWorker();
+  const listener = worker.listen({ host: '127.0.0.1', port: 0, handshake: 'ucxx-python' });
+  const accepted = listener[Symbol.asyncIterator]();
+  const client = await worker.connect('127.0.0.1', listener.port, { handshake: 'ucxx-python' });
+  const server = (await accepted.next()).value as UcxxPythonEndpoint;
+  assert.equal(listener.activeClients, 1);
+
+  // recvObj counts two receives (its size and its data), as ucxx Python's; recv one.
+  const serverClosed = new Promise<void>((resolve) => server.setCloseCallback(resolve));
+  server.closeAfterNRecv(3);
+  assert.throws(() => server.closeAfterNRecv(5), TypeError, 'set once');
+  await client.sendObj(Buffer.from('first'));
+  const sizes: number[] = [];
+  const obj = await server.recvObj({ allocator: (n) => { sizes.push(n); return new Uint8Array(n); } });
+  assert.equal(Buffer.from(obj).toString(), 'first');
+  assert.deepEqual(sizes, [5]);
+  assert.equal(server.closed, false, 'two receives done, three asked');
+  await client.send(Buffer.from('last'));
+  const buffer = new Uint8Array(16);
+  assert.equal(await server.recv(buffer), 4);
+  await serverClosed; // the third receive aborted it, and the close callback ran
+  assert.equal(server.closed, true);
+  const deadline = Date.now() + 5000;
+  while ((listener.activeClients as number) !== 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+  assert.equal(listener.activeClients, 0);
+
+  // An allocator that returns the wrong size is a TypeError; abort() fails what is pending at once.
+  const other = await worker.connect('127.0.0.1', listener.port, { handshake: 'ucxx-python' });
+  const otherServer = (await accepted.next()).value as UcxxPythonEndpoint;
+  await other.sendObj(Buffer.from('xyz'));
+  await assert.rejects(otherServer.recvObj({ allocator: () => new Uint8Array(1) }), TypeError);
+  const pending = otherServer.recv(new Uint8Array(8), { tag: 99 }); // nobody sends it
+  pending.catch(() => undefined);
+  const calls: string[] = [];
+  otherServer.setCloseCallback(() => calls.push('closed'));
+  await otherServer.abort();
+  await assert.rejects(pending, CanceledError);
+  await otherServer.abort(); // idempotent
+  assert.deepEqual(calls, ['closed']);
+  assert.throws(() => otherServer.closeAfterNRecv(-1), RangeError);
+  await client.close();
+  await other.close();
+  listener.close();
 });

@@ -126,7 +126,9 @@ for (const role of ROLES) {
         for (const [i, n] of OBJ_SIZES.entries()) await step(ep.sendObj(cPattern(n, 200 + i)), `sendObj ${i}`);
         await step(ep.sendMulti(MULTI_SIZES.map((n, i) => cPattern(n, 300 + i))), 'sendMulti');
         await step(ep.sendMulti(MANY_SIZES.map((n, i) => cPattern(n, 400 + i))), 'sendMulti of 150');
-        for (const [i, n] of AM_SIZES.entries()) await step(ep.endpoint.amSend(cPattern(n, 500 + i)), `amSend ${i}`);
+        for (const [i, n] of AM_SIZES.entries()) {
+          await step(i % 2 === 0 ? ep.endpoint.amSend(cPattern(n, 500 + i)) : ep.amSend(cPattern(n, 500 + i)), `amSend ${i}`);
+        }
         await peer.line(/^RECEIVED ALL$/m, 'the peer checking what it received');
 
         // Python -> ucxx-ts.
@@ -135,18 +137,36 @@ for (const role of ROLES) {
           assert.equal(await step(ep.recv(buffer), `recv ${i}`), n);
           assertCPattern(buffer, n, 1100 + i, `recv ${i}`);
         }
+        // The user-tagged message through tag_probe + recv_with_handle: the probe combines the tag as recv does.
         const tagged = new Uint8Array(8);
-        assert.equal(await step(ep.recv(tagged, { tag: USER_TAG }), 'recv with a user tag'), 8);
+        let probe = ep.tagProbe({ tag: USER_TAG, remove: true });
+        for (const deadline = Date.now() + STEP_MS; probe === null && Date.now() < deadline;) {
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          probe = ep.tagProbe({ tag: USER_TAG, remove: true });
+        }
+        assert.ok(probe !== null, 'tagProbe found the user-tagged message');
+        assert.equal(probe.length, 8);
+        assert.equal(await step(ep.recvWithHandle(tagged, probe), 'recvWithHandle with a user tag'), 8);
         assertCPattern(tagged, 8, 1007, 'recv with a user tag');
         assert.equal(await step(ep.recv(tagged, { tag: FORCED_TAG, forceTag: true }), 'recv with a forced tag'), 8);
         assertCPattern(tagged, 8, 1008, 'recv with a forced tag');
-        for (const [i, n] of OBJ_SIZES.entries()) assertCPattern(await step(ep.recvObj(), `recvObj ${i}`), n, 1200 + i, `recvObj ${i}`);
+        const allocated: number[] = [];
+        const allocator = (length: number): Uint8Array => { allocated.push(length); return new Uint8Array(length); };
+        for (const [i, n] of OBJ_SIZES.entries()) {
+          assertCPattern(await step(ep.recvObj(i === 0 ? {} : { allocator }), `recvObj ${i}`), n, 1200 + i, `recvObj ${i}`);
+        }
+        assert.deepEqual(allocated, OBJ_SIZES.slice(1), "recvObj's allocator got each announced size");
         for (const [sizes, seed, what] of [[MULTI_SIZES, 1300, 'recvMulti'], [MANY_SIZES, 1400, 'recvMulti of 150']] as const) {
           const frames = await step(ep.recvMulti(), what);
           assert.equal(frames.length, sizes.length, `${what}: frame count`);
           frames.forEach((frame, i) => assertCPattern(frame, sizes[i] as number, seed + i, `${what}: frame ${i}`));
         }
         for (const [i, n] of AM_SIZES.entries()) {
+          if (i % 2 === 1) {
+            // ucxx Python's am_recv form: the bytes.
+            assertCPattern(await step(ep.amRecv(), `amRecv ${i}`), n, 1500 + i, `amRecv ${i}`);
+            continue;
+          }
           const message = await step(ep.endpoint.amRecv(), `amRecv ${i}`);
           assert.equal(message.error, null);
           assert.equal(message.endpoint, ep.endpoint);

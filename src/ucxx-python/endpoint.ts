@@ -13,6 +13,7 @@
  */
 import { constants as bufferConstants } from 'node:buffer';
 import type { Endpoint } from '../endpoint.js';
+import type { TagProbeResult } from '../worker.js';
 import { optionsObject, byteLengthOf, type BufferSource, show, FULL_MASK } from '../internal/bytes.js';
 import { MessageFormatError } from './errors.js';
 import type { PeerTags } from './handshake.js';
@@ -35,6 +36,22 @@ export interface UcxxPythonTagOptions {
 export interface UcxxPythonRecvOptions extends UcxxPythonTagOptions {
   /** Rejects the receive with CanceledError when aborted. */
   signal?: AbortSignal;
+}
+
+/** Options of `recvObj`. */
+export interface UcxxPythonRecvObjOptions extends UcxxPythonAllocatingRecvOptions {
+  /**
+   * Allocates the object's buffer, as ucxx Python's `recv_obj(allocator=...)`: called with the announced
+   * byte length (within `maxBytes`), it returns a Uint8Array of exactly that length. Default: a new
+   * Uint8Array.
+   */
+  allocator?: (length: number) => Uint8Array;
+}
+
+/** Options of `tagProbe`. */
+export interface UcxxPythonProbeOptions extends UcxxPythonTagOptions {
+  /** Take the message out of the queue: the result's `receive` (or `recvWithHandle`) gets it. */
+  remove?: boolean;
 }
 
 /** Options of the receives that allocate what arrives. */
@@ -81,6 +98,129 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
   /** True once the endpoint is closed, closing or failed. */
   get closed(): boolean {
     return this.endpoint.closed;
+  }
+
+  /** Receives that completed (recv, recvObj, recvMulti, amRecv, recvWithHandle), as ucxx Python counts. */
+  #finishedRecvs = 0;
+  /** The count at which `closeAfterNRecv` aborts the endpoint, if set. */
+  #closeAfter: number | null = null;
+
+  /** Counts a completed receive; aborts the endpoint when `closeAfterNRecv`'s count is reached. */
+  #received<T>(value: T): T {
+    this.#finishedRecvs++;
+    if (this.#closeAfter !== null && this.#finishedRecvs >= this.#closeAfter) void this.abort();
+    return value;
+  }
+
+  /**
+   * ucxx Python's `close_after_n_recv(n, count_from_ep_creation)`: aborts the endpoint once `n` more
+   * receives have completed (counted from the endpoint's creation with `fromCreation`). As in ucxx
+   * Python, recv, recvMulti, amRecv and recvWithHandle count one each and recvObj two (its size and its
+   * data). Set once; an `n` already passed is a RangeError.
+   *
+   * @example
+   * ```ts
+   * ep.closeAfterNRecv(1);
+   * const length = await ep.recv(buffer); // the endpoint closes after it
+   * ```
+   */
+  closeAfterNRecv(n: number, fromCreation = false): void {
+    if (!Number.isSafeInteger(n) || n < 0) throw new ArgumentOutOfRangeError(`closeAfterNRecv: n must be a non-negative integer, got ${show(n)}`);
+    const target = fromCreation ? n : n + this.#finishedRecvs;
+    if (this.#closeAfter !== null) throw new InvalidArgumentError(`closeAfterNRecv has already been set to ${this.#closeAfter} (from creation)`);
+    if (target < this.#finishedRecvs) {
+      throw new ArgumentOutOfRangeError(`closeAfterNRecv: ${target} is below the receives already done (${this.#finishedRecvs})`);
+    }
+    if (target === this.#finishedRecvs) void this.abort();
+    else this.#closeAfter = target;
+  }
+
+  /**
+   * ucxx Python's `set_close_callback(callback)`: `callback` runs once when the endpoint closes, by
+   * either side or by its peer's failure.
+   *
+   * @example
+   * ```ts
+   * ep.setCloseCallback(() => console.log('the connection is gone'));
+   * ```
+   */
+  setCloseCallback(callback: () => void): void {
+    if (typeof callback !== 'function') throw new InvalidArgumentError('setCloseCallback takes a function');
+    if (this.endpoint.closed) queueMicrotask(callback);
+    else this.endpoint.once('close', callback);
+  }
+
+  /**
+   * ucxx Python's `abort()`: ends the connection now, without waiting for what is in flight (each
+   * operation still pending rejects with CanceledError), as its close without a flush. Idempotent.
+   *
+   * @example
+   * ```ts
+   * try { await work(ep); } finally { await ep.abort(); }
+   * ```
+   */
+  abort(): Promise<void> {
+    if (!this.endpoint.closed) this.endpoint.cancelInflightRequests();
+    return this.endpoint.close();
+  }
+
+  /**
+   * ucxx Python's `am_send(buffer)`: one ucxx active message (the ucxx form of `Endpoint.amSend`).
+   *
+   * @example
+   * ```ts
+   * await ep.amSend(Buffer.from('hello')); // Python: await ep.am_recv()
+   * ```
+   */
+  async amSend(buffer: BufferSource): Promise<void> {
+    await this.endpoint.amSend(buffer).promise;
+  }
+
+  /**
+   * ucxx Python's `am_recv()`: the next ucxx active message's bytes from this endpoint.
+   *
+   * @example
+   * ```ts
+   * const bytes = await ep.amRecv(); // Python: await ep.am_send(data)
+   * ```
+   */
+  async amRecv(options: { signal?: AbortSignal } = {}): Promise<Uint8Array> {
+    const message = await this.endpoint.amRecv(options).promise;
+    return this.#received(message.data);
+  }
+
+  /**
+   * ucxx Python's `tag_probe(tag, force_tag, remove)`: whether a message for this endpoint's tag (with the
+   * user tag combined as `recv` does) has arrived, without receiving it; null when none has. With
+   * `remove`, `recvWithHandle` (or the result's `receive`) takes it.
+   *
+   * @example
+   * ```ts
+   * const probe = ep.tagProbe({ remove: true });
+   * if (probe) await ep.recvWithHandle(new Uint8Array(probe.length), probe);
+   * ```
+   */
+  tagProbe(options: UcxxPythonProbeOptions = {}): TagProbeResult | null {
+    options = optionsObject(options, 'tagProbe options');
+    return this.endpoint.worker.tagProbe(this.#recvTag(options), FULL_MASK, { remove: options.remove === true });
+  }
+
+  /**
+   * ucxx Python's `recv_with_handle(buffer, probe_result)`: receives the message a `tagProbe` with
+   * `remove: true` took; resolves with its length.
+   *
+   * @example
+   * ```ts
+   * const probe = ep.tagProbe({ remove: true });
+   * if (probe) console.log(await ep.recvWithHandle(new Uint8Array(probe.length), probe));
+   * ```
+   */
+  async recvWithHandle(buffer: BufferSource, probe: TagProbeResult): Promise<number> {
+    if (probe?.receive === null || typeof probe?.receive !== 'function') {
+      throw new InvalidArgumentError('recvWithHandle needs the result of tagProbe({ remove: true })');
+    }
+    const info = await probe.receive(buffer).promise;
+    return this.#received(info.length);
   }
 
   #sendTag(options: UcxxPythonTagOptions): bigint {
@@ -131,7 +271,7 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
   async recv(buffer: BufferSource, options: UcxxPythonRecvOptions = {}): Promise<number> {
     options = optionsObject(options, 'recv options');
     const info = await this.endpoint.tagRecv(buffer, this.#recvTag(options), FULL_MASK, { signal: options.signal }).promise;
-    return info.length;
+    return this.#received(info.length);
   }
 
   /**
@@ -159,21 +299,27 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
    * const message = JSON.parse(Buffer.from(bytes).toString('utf8'));
    * ```
    */
-  async recvObj(options: UcxxPythonAllocatingRecvOptions = {}): Promise<Uint8Array> {
+  async recvObj(options: UcxxPythonRecvObjOptions = {}): Promise<Uint8Array> {
     options = optionsObject(options, 'recvObj options');
     const limit = limitOf(options);
+    const allocator = options.allocator;
+    if (allocator !== undefined && typeof allocator !== 'function') throw new InvalidArgumentError('recvObj: allocator must be a function');
     const tag = this.#recvTag(options);
     const sizeBytes = new Uint8Array(8);
     const first = await this.endpoint.tagRecv(sizeBytes, tag, FULL_MASK, { signal: options.signal }).promise;
+    this.#received(null); // ucxx Python's recv_obj is two recv calls, each counted
     if (first.length !== 8) throw new MessageFormatError(`recv_obj: the size message is ${first.length} bytes, expected 8`);
     const size = new DataView(sizeBytes.buffer).getBigUint64(0, true);
     if (size > BigInt(limit)) throw new MessageFormatError(`recv_obj: the peer announced ${size} bytes, above the limit of ${limit}`);
-    const data = new Uint8Array(Number(size));
+    const data = allocator === undefined ? new Uint8Array(Number(size)) : allocator(Number(size));
+    if (!(data instanceof Uint8Array) || data.byteLength !== Number(size)) {
+      throw new InvalidArgumentError(`recvObj: the allocator must return a Uint8Array of ${size} bytes, got ${show(data)}`);
+    }
     const second = await this.endpoint.tagRecv(data, tag, FULL_MASK, { signal: options.signal }).promise;
     if (second.length !== data.byteLength) {
       throw new MessageFormatError(`recv_obj: received ${second.length} bytes, the peer announced ${size}`);
     }
-    return data;
+    return this.#received(data);
   }
 
   /**
@@ -229,7 +375,7 @@ export class UcxxPythonEndpoint implements AsyncDisposable {
         throw new MessageFormatError(`recv_multi: frame ${i} is ${info.length} bytes, its header says ${frames[i]?.byteLength}`);
       }
     });
-    return frames;
+    return this.#received(frames);
   }
 
   /**

@@ -12,6 +12,7 @@ import { InvalidArgumentError, INTERNAL } from '../internal/misuse-errors.js';
 export { HandshakeError, MessageFormatError, type HandshakeFailure } from './errors.js';
 export {
   UcxxPythonEndpoint, type UcxxPythonTagOptions, type UcxxPythonRecvOptions, type UcxxPythonAllocatingRecvOptions,
+  type UcxxPythonRecvObjOptions, type UcxxPythonProbeOptions,
 } from './endpoint.js';
 export { UcxxPythonListener, type UcxxPythonListenerOptions, type UcxxPythonListenerEvents } from './listener.js';
 export { UCXX_PYTHON_FEATURES, DEFAULT_CONNECT_TIMEOUT_MS } from './handshake.js';

@@ -74,10 +74,30 @@ export class UcxxPythonListener extends EventEmitter<UcxxPythonListenerEvents>
       await ready.close();
       return;
     }
+    if (!endpoint.closed) {
+      this.#active++;
+      endpoint.once('close', () => { this.#active--; });
+    }
     this.#onConnection?.(ready);
     const waiter = this.#waiting.shift();
     if (waiter !== undefined) waiter({ value: ready, done: false });
     else if (this.#iterated || this.#onConnection === undefined) this.#queue.push(ready);
+  }
+
+  /** Endpoints handed out (their handshake done) and not closed yet. */
+  #active = 0;
+
+  /**
+   * ucxx Python's `listener.active_clients`: the clients being served, here the endpoints this listener
+   * handed out that are not closed yet.
+   *
+   * @example
+   * ```ts
+   * console.log(`${pyListener.activeClients} clients connected`);
+   * ```
+   */
+  get activeClients(): number {
+    return this.#active;
   }
 
   /** The port the listener is bound to. */
