@@ -54,7 +54,7 @@ import type { ReceiveOptions } from './worker.js';
 import { RemoteKey } from './remote-key.js';
 import type { Worker } from './worker.js';
 import { tagMultiRecv, tagMultiSend, type TagMultiRecvOptions } from './tag-multi.js';
-import { ucxxAmRecv, ucxxAmSend, type UcxxAmMessage, type UcxxAmSendOptions } from './ucxx-am.js';
+import { ucxxAmProbe, ucxxAmRecv, ucxxAmSend, type UcxxAmMessage, type UcxxAmSendOptions } from './ucxx-am.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
 } from './internal/misuse-errors.js';
@@ -808,12 +808,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * await ep.amSend(data, { userHeader: Buffer.from('meta'), receiverCallbackInfo: { owner: 'app', id: 1n } });
    * ```
    */
-  amSend(id: number, header: BufferSource | null, data: BufferSource | null, options?: AmSendOptions): Request<void>;
+  amSend(id: number, header: BufferSource | null, data: BufferSource | readonly BufferSource[] | null, options?: AmSendOptions): Request<void>;
   amSend(data: BufferSource | null, options?: UcxxAmSendOptions): Request<void>;
   @requestOperation
   amSend(
     first: number | BufferSource | null, second?: BufferSource | null | UcxxAmSendOptions,
-    data: BufferSource | null = null, options: AmSendOptions = {},
+    data: BufferSource | readonly BufferSource[] | null = null, options: AmSendOptions = {},
   ): Request<void> {
     if (typeof first !== 'number') return ucxxAmSend(this, first, second as UcxxAmSendOptions | undefined);
     const id = first;
@@ -827,7 +827,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
         `amSend: the header has ${headerLength} bytes; this UCX accepts at most ${this.#worker[kMaxAmHeader]()}`,
       );
     }
-    const count = data === null ? 0 : byteLengthOf(data, 'amSend data');
+    const iov = Array.isArray(data) ? buildIov(data as readonly BufferSource[], 'amSend data buffers') : null;
+    const count = iov !== null ? iov.bytes : data === null ? 0 : byteLengthOf(data as BufferSource, 'amSend data');
     let flags = options.reply === true ? Number(K.UCP_AM_SEND_FLAG_REPLY) : 0;
     switch (options.protocol ?? 'auto') {
       case 'auto':
@@ -847,19 +848,33 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const requests = worker[kRequests];
     const block = requests.params.amSend;
     block.setFlags(flags);
+    if (iov !== null) {
+      // A list of buffers (UCP_DATATYPE_IOV): the receiver gets them as one message. Copied first where a
+      // contiguous send would be (a thread's send, a handle of ucxx-ts's own on UCX 1.20 in PEER mode).
+      if ((COPY_THREAD_SENDS && count >= COPY_MIN) || this.#ownMemhBlock(block, count) !== null) {
+        return this.#sendFromCopy(iov.parts as Uint8Array[], count, block,
+          (address, params) => ucx().ucp_am_send_nbx(ep, id, ffiMemory(header), headerLength, address, count, params), 'amSend', header, signal);
+      }
+      const iovBlock = requests.params.amSendIov;
+      iovBlock.setFlags(flags);
+      const request = requests.void(requests.slot(iovBlock),
+        ucx().ucp_am_send_nbx(ep, id, ffiMemory(header), headerLength, iov.array, iov.count, iovBlock.address), 'amSend', [header, iov.parts, iov.array]);
+      return this.#posted(request, false, signal);
+    }
     if (COPY_THREAD_SENDS && data !== null && (count >= COPY_MIN || (flags & Number(K.UCP_AM_SEND_FLAG_RNDV)) !== 0)) {
-      return this.#sendFromCopy([asBytes(data, 'amSend data')], count, block,
+      return this.#sendFromCopy([asBytes(data as BufferSource, 'amSend data')], count, block,
         (address, params) => ucx().ucp_am_send_nbx(ep, id, header, headerLength, address, count, params), 'amSend', header, signal);
     }
-    const keep = header === null ? data : [header, data];
-    const own = data === null ? null : this.#ownMemhBlock(block, count);
+    const contiguous = data as BufferSource | null;
+    const keep = header === null ? contiguous : [header, contiguous];
+    const own = contiguous === null ? null : this.#ownMemhBlock(block, count);
     if (own !== null) {
       own.setFlags(flags);
-      const request = this.#sendWithOwnMemh(addressOf(ffiMemory(data) as Uint8Array), count, own,
+      const request = this.#sendWithOwnMemh(addressOf(ffiMemory(contiguous) as Uint8Array), count, own,
         (address, params) => ucx().ucp_am_send_nbx(ep, id, ffiMemory(header), headerLength, address, count, params), 'amSend', keep, signal, null);
       if (request !== null) return request;
     }
-    const request = requests.void(requests.slot(block), ucx().ucp_am_send_nbx(ep, id, ffiMemory(header), headerLength, ffiMemory(data), count, block.address), 'amSend', keep);
+    const request = requests.void(requests.slot(block), ucx().ucp_am_send_nbx(ep, id, ffiMemory(header), headerLength, ffiMemory(contiguous), count, block.address), 'amSend', keep);
     return this.#posted(request, false, signal);
   }
 
@@ -947,6 +962,20 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   amRecv(options?: { signal?: AbortSignal }): Request<UcxxAmMessage> {
     return ucxxAmRecv(this, options);
   }
+  /**
+   * Whether a ucxx active message from this endpoint has arrived and waits for `amRecv` (ucxx's
+   * `amProbe`); progresses the worker once first. A rendezvous message's data may still be on its way:
+   * `amRecv` resolves when it is here.
+   *
+   * @example
+   * ```ts
+   * if (ep.amProbe()) handle(await ep.amRecv());
+   * ```
+   */
+  amProbe(): boolean {
+    return ucxxAmProbe(this);
+  }
+
 
   /**
    * Sends `buffers` as one ucxx tagMulti message (ucxx's framing: see docs/ucxx-protocols.md): header(s)

@@ -226,6 +226,11 @@ class UcxxAmState {
     else queue.ready.push(message);
   }
 
+  /** Whether a message from `endpoint` waits in its queue for an amRecv. */
+  probe(endpoint: Endpoint): boolean {
+    return (this.#queues.get(endpoint)?.ready.length ?? 0) > 0;
+  }
+
   amRecv(endpoint: Endpoint, signal: AbortSignal | undefined): Request<UcxxAmMessage> {
     endpoint[kLive]('amRecv');
     const result = new Request<UcxxAmMessage>(INTERNAL, null, ResultKind.Value, 'amRecv', null);
@@ -302,6 +307,13 @@ export function ucxxAmSend(endpoint: Endpoint, data: BufferSource | null, option
       `${userHeader?.byteLength ?? 0}); this UCX accepts at most ${max}`);
   }
   return endpoint.amSend(UCXX_AM_ID, header, data, { protocol: options.protocol, reply: true });
+}
+
+/** Whether a ucxx active message from `endpoint` waits for an amRecv (see Endpoint.amProbe). */
+export function ucxxAmProbe(endpoint: Endpoint): boolean {
+  endpoint[kLive]('amProbe');
+  endpoint.worker.progress();
+  return stateOf(endpoint.worker).probe(endpoint);
 }
 
 /** The next ucxx active message from `endpoint` (see Endpoint.amRecv). */

@@ -76,6 +76,8 @@ export class ParamBlocks {
   readonly streamLength = new OutCell();
   /** Active-message sends (flags per call). */
   readonly amSend: ParamBlock;
+  /** Active-message sends of a list of buffers (UCP_DATATYPE_IOV; flags per call). */
+  readonly amSendIov: ParamBlock;
   /**
    * `send` and `amSend` with a memory handle per call, for the sends that the profile's
    * `peerRendezvousOwnMemh` gives one of ucxx-ts's own (src/engine/own-memh.ts).
@@ -110,6 +112,8 @@ export class ParamBlocks {
       (s) => s.setPtr('cb.recv', cbs.tagRecv).setU64('datatype', K.UCP_DATATYPE_IOV));
     this.streamRecv = new ParamBlock(base | flags, true, (s) => s.setPtr('cb.recv_stream', cbs.streamRecv));
     this.amSend = new ParamBlock(base | flags, false, (s) => s.setPtr('cb.send', cbs.send));
+    this.amSendIov = new ParamBlock(base | flags | iov, false,
+      (s) => s.setPtr('cb.send', cbs.send).setU64('datatype', K.UCP_DATATYPE_IOV));
     const memh = Number(K.UCP_OP_ATTR_FIELD_MEMH);
     this.sendOwnMemh = new ParamBlock(base | memh, false, (s) => s.setPtr('cb.send', cbs.send));
     this.amSendOwnMemh = new ParamBlock(base | flags | memh, false, (s) => s.setPtr('cb.send', cbs.send));

@@ -1,0 +1,55 @@
+/**
+ * Active messages beyond one buffer: a plain-UCP `amSend` of a list of buffers (UCP_DATATYPE_IOV, ucxx's
+ * iov amSend) arrives as one message, eager and rendezvous, byte-exact; `endpoint.amProbe()` says when
+ * a ucxx active message waits for `amRecv`, as ucxx's amProbe.
+ */
+import { test } from 'node:test';
+import { strict as assert } from 'node:assert';
+import { Context, type AmMessage, type Endpoint } from 'ucxx-ts';
+import { pattern } from './helpers/pattern.js';
+
+async function connected(context: Context): Promise<{ client: Endpoint; server: Endpoint; serverWorker: ReturnType<Context['createWorker']> }> {
+  const serverWorker = context.createWorker();
+  const listener = serverWorker.listen({ host: '127.0.0.1', port: 0 });
+  const client = await context.createWorker().connect('127.0.0.1', listener.port);
+  const server = (await listener[Symbol.asyncIterator]().next()).value as Endpoint;
+  return { client, server, serverWorker };
+}
+
+test('amSend of a list of buffers arrives as one message, eager and rendezvous, with its header', async () => {
+  await using context = new Context();
+  const { client, serverWorker } = await connected(context);
+  const received: { header: Uint8Array; data: Uint8Array }[] = [];
+  let wake: (() => void) | undefined;
+  serverWorker.setAmHandler(5, async (msg: AmMessage) => {
+    const data = msg.data ?? await msg.receive();
+    received.push({ header: msg.header, data: Uint8Array.from(data) });
+    wake?.();
+  });
+  const cases = [[1, 2, 3], [100, 0, 4000], [1 << 20, 3 << 20, 17]];
+  for (const [i, sizes] of cases.entries()) {
+    const parts = sizes.map((n, k) => pattern(10 * i + k, n));
+    const arrived = new Promise<void>((resolve) => { wake = resolve; });
+    await client.amSend(5, Buffer.from(`case ${i}`), parts);
+    await arrived;
+    const got = received[i];
+    assert.ok(got !== undefined);
+    assert.equal(Buffer.from(got.header).toString(), `case ${i}`);
+    assert.ok(Buffer.from(got.data).equals(Buffer.concat(parts)), `case ${i}: the parts, in order, as one message`);
+  }
+});
+
+test('amProbe says when a ucxx active message waits for amRecv', async () => {
+  await using context = new Context();
+  const { client, server } = await connected(context);
+  assert.equal(server.amProbe(), false);
+  await client.amSend(pattern(1, 64));
+  const deadline = Date.now() + 5000;
+  while (!server.amProbe() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 2));
+  assert.equal(server.amProbe(), true);
+  const message = await server.amRecv();
+  assert.ok(Buffer.from(message.data).equals(pattern(1, 64)));
+  assert.equal(server.amProbe(), false);
+  await server.close();
+  assert.throws(() => server.amProbe(), /closed/i);
+});
