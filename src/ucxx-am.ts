@@ -20,7 +20,7 @@ import { UCS_ERR_IO_ERROR, UCS_ERR_NO_MEMORY, UCS_ERR_UNSUPPORTED } from './ffi/
 import { constants as bufferConstants } from 'node:buffer';
 import { AlreadyExistsError, CanceledError, errorFromStatus, type UcxError } from './errors.js';
 import { Request, ResultKind } from './request.js';
-import { asBytes, optionsObject, type BufferSource } from './internal/bytes.js';
+import { asBytes, optionsObject, show, type BufferSource } from './internal/bytes.js';
 import {
   decodeUcxxAmHeader, encodeAmOwner, encodeUcxxAmHeader, toAmCallbackId,
   type AmMemoryTypePolicy, type AmReceiverCallbackInfo, type UcxxAmHeader,
@@ -124,9 +124,14 @@ interface EndpointQueue {
 
 const EMPTY = new Uint8Array(0);
 
+/** Allocates the buffer of a received ucxx active message's data: `length` bytes, exactly. */
+export type AmAllocator = (length: number) => Uint8Array;
+
 class UcxxAmState {
   readonly #worker: Worker;
   readonly callbacks = new Map<string, Map<bigint, AmReceiverCallback>>();
+  /** registerAmAllocator's allocator (host memory), or null for a new Uint8Array per message. */
+  allocator: AmAllocator | null = null;
   readonly #queues = new Map<Endpoint, EndpointQueue>();
 
   constructor(worker: Worker) {
@@ -200,14 +205,30 @@ class UcxxAmState {
       const error = errorFromStatus(status, 'ucxx AM receive');
       return Promise.resolve(new UcxxAmMessage(INTERNAL, header, EMPTY, endpoint, msg.rendezvous, error));
     };
+    // The user's allocator, as ucxx's: eager data is copied into its buffer, rendezvous data lands in it.
+    let target: Uint8Array | undefined;
+    if (this.allocator !== null && msg.length > 0 && msg.length <= bufferConstants.MAX_LENGTH) {
+      try {
+        const allocated = this.allocator(msg.length);
+        if (!(allocated instanceof Uint8Array) || allocated.byteLength !== msg.length) {
+          throw new InvalidArgumentError(`the AM allocator must return a Uint8Array of ${msg.length} bytes, got ${show(allocated)}`);
+        }
+        target = allocated;
+      } catch (err) {
+        warn(`the AM allocator failed (${String(err)}); the message is refused`);
+        return failed(UCS_ERR_NO_MEMORY);
+      }
+    }
     if (!msg.rendezvous) {
-      return Promise.resolve(new UcxxAmMessage(INTERNAL, header, msg.data ?? EMPTY, endpoint, false, null));
+      const data = msg.data ?? EMPTY;
+      if (target !== undefined) target.set(data);
+      return Promise.resolve(new UcxxAmMessage(INTERNAL, header, target ?? data, endpoint, false, null));
     }
     if (header.memoryType !== HOST && header.memoryTypePolicy === 'errorOnUnsupported') return failed(UCS_ERR_UNSUPPORTED);
     if (msg.length > bufferConstants.MAX_LENGTH) return failed(UCS_ERR_NO_MEMORY);
     let request: Request<Uint8Array>;
     try {
-      request = msg.receive();
+      request = msg.receive(target);
     } catch {
       return failed(UCS_ERR_NO_MEMORY);
     }
@@ -323,6 +344,16 @@ export function ucxxAmRecv(endpoint: Endpoint, options: { signal?: AbortSignal }
 }
 
 /** Registers a receiver callback (see Worker.registerAmReceiverCallback). */
+/** Sets (or, with null, removes) the allocator of a worker's received ucxx AM data (see Worker.registerAmAllocator). */
+export function registerAmAllocator(worker: Worker, allocator: AmAllocator | null, memoryType: string): void {
+  worker[kLive]('Worker');
+  if (memoryType !== 'host') {
+    throw new ArgumentOutOfRangeError(`registerAmAllocator: ucxx-ts receives into host memory only, not ${show(memoryType)}`);
+  }
+  if (allocator !== null && typeof allocator !== 'function') throw new InvalidArgumentError('registerAmAllocator: allocator must be a function or null');
+  stateOf(worker).allocator = allocator;
+}
+
 export function registerAmReceiverCallback(worker: Worker, info: AmReceiverCallbackInfo, callback: AmReceiverCallback): void {
   worker[kLive]('Worker');
   if (info === null || typeof info !== 'object') throw new InvalidArgumentError('registerAmReceiverCallback: info must be { owner, id }');

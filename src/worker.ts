@@ -42,7 +42,7 @@ import { isLocalIp, sharesHost } from './internal/peer-locality.js';
 import { featureMismatchHint } from './internal/hints.js';
 import { Listener, isOwnListenerPort, type ListenerOptions } from './listener.js';
 import { listeningOnPort, listeningOnPortRecently } from './internal/port-sockets.js';
-import { installUcxxAm, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx-am.js';
+import { installUcxxAm, registerAmAllocator, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx-am.js';
 import type { AmReceiverCallbackInfo } from './internal/ucxx-am-header.js';
 import { tagMultiRecv, type TagMultiRecvOptions } from './tag-multi.js';
 import { ProbeWaits } from './engine/probe-waits.js';
@@ -637,6 +637,25 @@ export class Worker {
    */
   registerAmReceiverCallback(info: AmReceiverCallbackInfo, callback: AmReceiverCallback): void {
     registerAmReceiverCallback(this, info, callback);
+  }
+
+  /**
+   * Receives the data of ucxx active messages into buffers `allocator` returns (ucxx's
+   * `registerAmAllocator`): called with each message's length, it returns a Uint8Array of exactly that
+   * many bytes (a pool's, a SharedArrayBuffer's view...); eager data is copied into it, rendezvous data
+   * lands in it. `null` goes back to a new Uint8Array per message. ucxx-ts has host memory only: a
+   * `memoryType` other than 'host' is a RangeError. An allocator that throws, or returns the wrong size,
+   * refuses that message (its amRecv fails with NoMemoryError) and a warning says why.
+   *
+   * @example
+   * ```ts
+   * const pool = new SharedArrayBuffer(1 << 24);
+   * let offset = 0;
+   * worker.registerAmAllocator((length) => new Uint8Array(pool, (offset += length) - length, length));
+   * ```
+   */
+  registerAmAllocator(allocator: ((length: number) => Uint8Array) | null, memoryType: 'host' = 'host'): void {
+    registerAmAllocator(this, allocator, memoryType);
   }
 
   /**

@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
-import { Context, type AmMessage, type Endpoint } from 'ucxx-ts';
+import { Context, NoMemoryError, type AmMessage, type Endpoint } from 'ucxx-ts';
 import { pattern } from './helpers/pattern.js';
 
 async function connected(context: Context): Promise<{ client: Endpoint; server: Endpoint; serverWorker: ReturnType<Context['createWorker']> }> {
@@ -52,4 +52,40 @@ test('amProbe says when a ucxx active message waits for amRecv', async () => {
   assert.equal(server.amProbe(), false);
   await server.close();
   assert.throws(() => server.amProbe(), /closed/i);
+});
+
+test('registerAmAllocator: ucxx AM data lands in the buffers it returns, eager and rendezvous; a wrong size refuses that message', async () => {
+  await using context = new Context();
+  const { client, server, serverWorker } = await connected(context);
+  const pool = new SharedArrayBuffer(4 << 20);
+  let offset = 0;
+  const lengths: number[] = [];
+  serverWorker.registerAmAllocator((length) => {
+    lengths.push(length);
+    const view = new Uint8Array(pool, offset, length);
+    offset += length;
+    return view;
+  });
+  for (const [i, n] of [64, 2 << 20].entries()) {
+    await client.amSend(pattern(i, n));
+    const message = await server.amRecv();
+    assert.equal(message.data.buffer, pool, `message ${i} is in the allocator's memory`);
+    assert.ok(Buffer.from(message.data).equals(pattern(i, n)), `message ${i}: bytes`);
+  }
+  assert.deepEqual(lengths, [64, 2 << 20]);
+  const warnings: string[] = [];
+  const onWarning = (w: Error): void => { warnings.push(w.message); };
+  process.on('warning', onWarning);
+  try {
+    serverWorker.registerAmAllocator(() => new Uint8Array(1));
+    await client.amSend(pattern(5, 100));
+    await assert.rejects(server.amRecv().promise, NoMemoryError);
+    serverWorker.registerAmAllocator(null);
+    await client.amSend(pattern(6, 100));
+    assert.ok(Buffer.from((await server.amRecv()).data).equals(pattern(6, 100)));
+  } finally {
+    process.off('warning', onWarning);
+  }
+  assert.ok(warnings.some((w) => /allocator/.test(w)), warnings.join('\n'));
+  assert.throws(() => serverWorker.registerAmAllocator(() => new Uint8Array(0), 'cuda' as 'host'), RangeError);
 });
