@@ -53,8 +53,8 @@ import { kReservedAmId } from './internal/symbols.js';
 import type { ReceiveOptions } from './worker.js';
 import { RemoteKey } from './remote-key.js';
 import type { Worker } from './worker.js';
-import { tagMultiRecv, tagMultiSend, type TagMultiRecvOptions } from './tag-multi.js';
-import { ucxxAmProbe, ucxxAmRecv, ucxxAmSend, type UcxxAmMessage, type UcxxAmSendOptions } from './ucxx-am.js';
+import { tagMultiRecv, tagMultiSend, type TagMultiRecvOptions } from './ucxx/tag-multi.js';
+import { ucxxAmProbe, ucxxAmRecv, ucxxAmSend, type UcxxAmMessage, type UcxxAmSendOptions } from './ucxx/am.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
 } from './internal/misuse-errors.js';

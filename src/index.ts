@@ -13,15 +13,15 @@ export {
 } from './endpoint.js';
 export type { EndpointTransport, LaneUsage } from './internal/endpoint-info.js';
 export { AmMessage, AM_ID_MAX, AM_ID_STREAM_END, AM_IDS_HELD, type AmHandler } from './active-message.js';
-export { UcxxAmMessage, UCXX_AM_ID, type UcxxAmSendOptions, type AmReceiverCallback } from './ucxx-am.js';
-export { type TagMultiRecvOptions } from './tag-multi.js';
+export { UcxxAmMessage, UCXX_AM_ID, type UcxxAmSendOptions, type AmReceiverCallback } from './ucxx/am.js';
+export { type TagMultiRecvOptions } from './ucxx/tag-multi.js';
 export {
   encodeTagMultiHeaders, decodeTagMultiHeader, TAG_MULTI_HEADER_SIZE, TAG_MULTI_HEADER_FRAMES, type TagMultiHeader,
-} from './internal/ucxx-tag-multi-header.js';
+} from './ucxx/tag-multi-header.js';
 export {
   encodeUcxxAmHeader, decodeUcxxAmHeader, type UcxxAmHeader, type AmMemoryTypePolicy, type AmReceiverCallbackInfo,
   type EncodeAmHeaderOptions,
-} from './internal/ucxx-am-header.js';
+} from './ucxx/am-header.js';
 export { createEndpointDuplex, type EndpointDuplexOptions } from './endpoint-stream.js';
 export { MemoryHandle, type MemoryHandleOptions, type MemoryAccess } from './memory-handle.js';
 export {

@@ -42,9 +42,9 @@ import { isLocalIp, sharesHost } from './internal/peer-locality.js';
 import { featureMismatchHint } from './internal/hints.js';
 import { Listener, isOwnListenerPort, type ListenerOptions } from './listener.js';
 import { listeningOnPort, listeningOnPortRecently } from './internal/port-sockets.js';
-import { installUcxxAm, registerAmAllocator, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx-am.js';
-import type { AmReceiverCallbackInfo } from './internal/ucxx-am-header.js';
-import { tagMultiRecv, type TagMultiRecvOptions } from './tag-multi.js';
+import { installUcxxAm, registerAmAllocator, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx/am.js';
+import type { AmReceiverCallbackInfo } from './ucxx/am-header.js';
+import { tagMultiRecv, type TagMultiRecvOptions } from './ucxx/tag-multi.js';
 import { ProbeWaits } from './engine/probe-waits.js';
 import {
   connectUcxxPython, listenUcxxPython, type UcxxPythonConnectOptions, type UcxxPythonEndpoint, type UcxxPythonListener,

@@ -13,9 +13,9 @@
  * Slots at and after `nframes` are zero. More than 100 frames take several headers: every one but the
  * last has `next = 1` and exactly 100 frames. Pure code, no FFI.
  */
-import { UcxxHeaderFormatError } from './ucxx-header-error.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError } from './misuse-errors.js';
-import { show } from './bytes.js';
+import { UcxxHeaderFormatError } from '../internal/ucxx-header-error.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError } from '../internal/misuse-errors.js';
+import { show } from '../internal/bytes.js';
 
 /**
  * Frames one header describes at most (ucxx's `HeaderFramesSize`).

@@ -17,9 +17,9 @@
  * receiver-callback fields, and ucxx still reads such a header (policy: fall back to host, no user
  * header). This decoder does the same. Pure code, no FFI.
  */
-import { UcxxHeaderFormatError } from './ucxx-header-error.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError } from './misuse-errors.js';
-import { show, optionsObject } from './bytes.js';
+import { UcxxHeaderFormatError } from '../internal/ucxx-header-error.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError } from '../internal/misuse-errors.js';
+import { show, optionsObject } from '../internal/bytes.js';
 
 /** What the receiver does with a rendezvous message in a memory type it has no allocator for. */
 export type AmMemoryTypePolicy = 'fallbackToHost' | 'errorOnUnsupported';

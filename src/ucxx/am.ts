@@ -3,7 +3,7 @@
  * `Worker::registerAmReceiverCallback` (cpp/src/request_am.cpp, cpp/src/worker.cpp):
  *
  * - every message goes on UCP AM id 0 with `UCP_AM_SEND_FLAG_REPLY`, its UCP header being ucxx's
- *   AM header (internal/ucxx-am-header.ts: memory type, memory-type policy, receiver-callback info,
+ *   AM header (am-header.ts: memory type, memory-type policy, receiver-callback info,
  *   user header);
  * - a worker handles AM id 0 from creation on (when its context has the 'am' feature, as ucxx): each
  *   message is attributed to the endpoint UCX names as its reply endpoint, and kept in that endpoint's
@@ -14,23 +14,23 @@
  *
  * `worker.setAmHandler(0, ...)` replaces this handler (the plain-UCP form then owns id 0).
  */
-import { abortError } from './internal/abort-error.js';
-import { kBindSignal, kCancelFallback, kComplete, kFail, kHold, kLive, kMaxAmHeader, kReply } from './internal/symbols.js';
-import { UCS_ERR_IO_ERROR, UCS_ERR_NO_MEMORY, UCS_ERR_UNSUPPORTED } from './ffi/index.js';
+import { abortError } from '../internal/abort-error.js';
+import { kBindSignal, kCancelFallback, kComplete, kFail, kHold, kLive, kMaxAmHeader, kReply } from '../internal/symbols.js';
+import { UCS_ERR_IO_ERROR, UCS_ERR_NO_MEMORY, UCS_ERR_UNSUPPORTED } from '../ffi/index.js';
 import { constants as bufferConstants } from 'node:buffer';
-import { AlreadyExistsError, CanceledError, errorFromStatus, type UcxError } from './errors.js';
-import { Request, ResultKind } from './request.js';
-import { asBytes, optionsObject, show, type BufferSource } from './internal/bytes.js';
+import { AlreadyExistsError, CanceledError, errorFromStatus, type UcxError } from '../errors.js';
+import { Request, ResultKind } from '../request.js';
+import { asBytes, optionsObject, show, type BufferSource } from '../internal/bytes.js';
 import {
   decodeUcxxAmHeader, encodeAmOwner, encodeUcxxAmHeader, toAmCallbackId,
   type AmMemoryTypePolicy, type AmReceiverCallbackInfo, type UcxxAmHeader,
-} from './internal/ucxx-am-header.js';
-import type { AmMessage } from './active-message.js';
-import type { Endpoint } from './endpoint.js';
-import type { Worker } from './worker.js';
+} from './am-header.js';
+import type { AmMessage } from '../active-message.js';
+import type { Endpoint } from '../endpoint.js';
+import type { Worker } from '../worker.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
-} from './internal/misuse-errors.js';
+} from '../internal/misuse-errors.js';
 
 /**
  * The UCP AM id ucxx sends and receives its active messages on.

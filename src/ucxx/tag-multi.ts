@@ -3,7 +3,7 @@
  * the receiver needs to know neither how many there are nor their sizes. Wire-compatible with ucxx's
  * `Endpoint::tagMultiSend` / `tagMultiRecv` (cpp/src/request_tag_multi.cpp):
  *
- * 1. the sender sends the headers (internal/ucxx-tag-multi-header.ts: 1209 bytes each, one per 100
+ * 1. the sender sends the headers (tag-multi-header.ts: 1209 bytes each, one per 100
  *    frames), then every frame in order, all as plain tag messages with the same tag;
  * 2. the receiver receives one header-sized message with its tag and mask, then another while the last
  *    one says `next`, then posts one receive per announced frame, with the same tag and mask.
@@ -12,18 +12,18 @@
  * is sent with a matching tag meanwhile (as in ucxx). Receives started here for the same worker, tag and
  * mask run one after the other, so several may be started ahead without stealing each other's frames.
  */
-import { kAborted, kBindSignal, kCancelFallback, kComplete, kFail, kLive, kOnSettle, kReply } from './internal/symbols.js';
+import { kAborted, kBindSignal, kCancelFallback, kComplete, kFail, kLive, kOnSettle, kReply } from '../internal/symbols.js';
 import { constants as bufferConstants } from 'node:buffer';
-import { CanceledError, MessageTruncatedError } from './errors.js';
-import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
-import { optionsObject, byteLengthOf, toTag, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
+import { CanceledError, MessageTruncatedError } from '../errors.js';
+import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from '../request.js';
+import { optionsObject, byteLengthOf, toTag, type BufferSource, show, FULL_MASK } from '../internal/bytes.js';
 import {
   TAG_MULTI_HEADER_SIZE, decodeTagMultiHeader, encodeTagMultiHeaders,
-} from './internal/ucxx-tag-multi-header.js';
-import { UcxxCudaFrameError, UcxxHeaderFormatError } from './internal/ucxx-header-error.js';
-import type { Endpoint } from './endpoint.js';
-import type { ReceiveOptions, Worker } from './worker.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL } from './internal/misuse-errors.js';
+} from './tag-multi-header.js';
+import { UcxxCudaFrameError, UcxxHeaderFormatError } from '../internal/ucxx-header-error.js';
+import type { Endpoint } from '../endpoint.js';
+import type { ReceiveOptions, Worker } from '../worker.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL } from '../internal/misuse-errors.js';
 
 
 /**
