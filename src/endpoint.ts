@@ -129,6 +129,14 @@ export interface AtomicOptions extends OperationOptions {
  */
 export type ErrorHandlingMode = 'auto' | 'peer' | 'none';
 
+/** A peer's IP address and port (`endpoint.remoteAddress`, a listener's `ConnectionRequest`). */
+export interface PeerAddress {
+  /** The IP address, IPv4 dotted or IPv6 text. */
+  readonly host: string;
+  /** The TCP port. */
+  readonly port: number;
+}
+
 /** Options of `worker.connect()`, `worker.connectToAddress()` and a listener's endpoints. */
 export interface EndpointOptions {
   /** Peer failure detection: see ErrorHandlingMode. Default 'auto'; accepted endpoints take the client's. */
@@ -399,7 +407,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * });
    * ```
    */
-  get remoteAddress(): { readonly host: string; readonly port: number } | undefined {
+  get remoteAddress(): PeerAddress | undefined {
     return this.#remote;
   }
 

@@ -9,7 +9,7 @@ export {
 export { Listener, type ListenerOptions, type ListenerEvents, type ConnectionRequest } from './listener.js';
 export {
   Endpoint, type EndpointOptions, type EndpointEvents, type ErrorHandlingMode, type StreamRecvOptions, type AmSendOptions, type AtomicOp,
-  type AtomicOptions, type OperationOptions,
+  type AtomicOptions, type OperationOptions, type PeerAddress,
 } from './endpoint.js';
 export type { EndpointTransport, LaneUsage } from './internal/endpoint-info.js';
 export { AmMessage, AM_ID_MAX, AM_ID_STREAM_END, AM_IDS_HELD, type AmHandler } from './active-message.js';

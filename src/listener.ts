@@ -21,7 +21,7 @@ import { EventEmitter } from 'node:events';
 import { SlotTable } from './internal/slot-table.js';
 import { decodeSockaddr, encodeSockaddr, type SocketAddress } from './internal/sockaddr.js';
 import { peerKey, socketsOnPort } from './internal/port-sockets.js';
-import { Endpoint, type EndpointOptions } from './endpoint.js';
+import { Endpoint, type EndpointOptions, type PeerAddress } from './endpoint.js';
 import type { Worker } from './worker.js';
 import { InvalidArgumentError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
 import { show } from './internal/bytes.js';
@@ -64,7 +64,7 @@ export interface ListenerOptions {
 /** An incoming connection, as the listener's `accept` callback sees it (before it is an endpoint). */
 export interface ConnectionRequest {
   /** The client's address and port, or null when UCX cannot tell them. */
-  readonly clientAddress: { readonly host: string; readonly port: number } | null;
+  readonly clientAddress: PeerAddress | null;
   /** The port of the listener it came to. */
   readonly listenerPort: number;
 }
