@@ -24,7 +24,7 @@ import {
   CONSTANTS, UCS_ERR_REJECTED, UCS_INPROGRESS, UCS_OK, layouts, readStruct, registerCallback, ucx, type Address,
 } from './ffi/index.js';
 import { copyPayload } from './internal/payload-slab.js';
-import { ClosedError } from './errors.js';
+import { ClosedError } from './errors/index.js';
 import { Request, ResultKind } from './request.js';
 import { requestOperation } from './engine/operations.js';
 import { SlotTable } from './internal/slot-table.js';
@@ -38,7 +38,7 @@ import { onStreamEndMessage } from './endpoint/stream-end.js';
 import type { Worker } from './worker.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken,
-} from './internal/misuse-errors.js';
+} from './errors/misuse.js';
 
 const K = CONSTANTS;
 const RECV_PARAM = layouts.ucp_am_recv_param_t;

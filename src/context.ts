@@ -8,13 +8,13 @@ import {
   CONSTANTS, OutCell, StructBuffer, UCP_API_MAJOR, UCP_API_MINOR, UCS_ERR_INVALID_PARAM, UCS_ERR_NO_ELEM, addressOf, captureStream, ucxProfile,
   layouts, ucx,
 } from './ffi/index.js';
-import { ClosedError, ConfigError, check } from './errors.js';
+import { ClosedError, ConfigError, check } from './errors/index.js';
 import { Worker, type WorkerOptions } from './worker.js';
 import { MemoryHandle, type MemoryHandleOptions } from './memory-handle.js';
 import { parsePackedRkey } from './internal/packed-rkey.js';
 import { parseContextResources, parseMdComponents, type TransportResource } from './internal/context-info.js';
 import { describe, optionsObject, type BufferSource } from './internal/bytes.js';
-import { ArgumentOutOfRangeError, InvalidArgumentError, INTERNAL } from './internal/misuse-errors.js';
+import { ArgumentOutOfRangeError, InvalidArgumentError, INTERNAL } from './errors/misuse.js';
 
 /** UCP features a context can enable. */
 export type Feature = 'tag' | 'stream' | 'am' | 'rma' | 'amo32' | 'amo64' | 'wakeup';

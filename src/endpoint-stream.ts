@@ -5,9 +5,9 @@
  */
 import { Duplex } from 'node:stream';
 import { Endpoint } from './endpoint.js';
-import { InvalidArgumentError } from './internal/misuse-errors.js';
+import { InvalidArgumentError } from './errors/misuse.js';
 import type { Request } from './request.js';
-import { ArgumentOutOfRangeError } from './internal/misuse-errors.js';
+import { ArgumentOutOfRangeError } from './errors/misuse.js';
 import { optionsObject, show } from './internal/bytes.js';
 import { kStreamReceiver } from './internal/symbols.js';
 import { sendStreamEnd, watchStreamEnd } from './endpoint/stream-end.js';

@@ -23,7 +23,7 @@ import {
   CONSTANTS, OutCell, StructBuffer, UCS_ERR_CANCELED, UCS_ERR_CONNECTION_RESET, UCS_ERR_ENDPOINT_TIMEOUT, UCS_ERR_INVALID_PARAM, UCS_ERR_UNREACHABLE,
   addressOf, captureStream, layouts, registerCallback, statusOfPtr, ucx, withUcxLogsQuiet, type Ptr,
 } from './ffi/index.js';
-import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors.js';
+import { CanceledError, ClosedError, EndpointTimeoutError, UcxError, check, errorFromStatus } from './errors/index.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
 import { SlotTable } from './internal/slot-table.js';
 import { asBytes, byteLengthOf, ffiMemory, optionsObject, toTag, toU64, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
@@ -57,7 +57,7 @@ import { tagMultiRecv, tagMultiSend, type TagMultiRecvOptions } from './ucxx/tag
 import { ucxxAmProbe, ucxxAmRecv, ucxxAmSend, type UcxxAmMessage, type UcxxAmSendOptions } from './ucxx/am.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
-} from './internal/misuse-errors.js';
+} from './errors/misuse.js';
 
 /**
  * Options of `endpoint.streamRecv()`.

@@ -33,7 +33,7 @@ export {
   type UcxxPythonListenerOptions, type UcxxPythonListenerEvents, type UcxxPythonTagOptions, type UcxxPythonRecvOptions,
   type UcxxPythonAllocatingRecvOptions, type UcxxPythonRecvObjOptions, type UcxxPythonProbeOptions,
 } from './ucxx-python/index.js';
-export * from './errors.js';
+export * from './errors/index.js';
 export type { BufferSource } from './internal/bytes.js';
 export type { TransportResource } from './internal/context-info.js';
 export { UCX_ENVIRONMENT_DEFAULTS } from './ffi/library.js';

@@ -16,14 +16,14 @@ import {
 } from './internal/symbols.js';
 import { debug } from './internal/debug-log.js';
 import { CONSTANTS, OutCell, StructBuffer, UCS_ERR_BUSY, addressOf, layouts, registerCallback, ucpVersion, ucx } from './ffi/index.js';
-import { ClosedError, ConnectionAcceptError, check } from './errors.js';
+import { ClosedError, ConnectionAcceptError, check } from './errors/index.js';
 import { EventEmitter } from 'node:events';
 import { SlotTable } from './internal/slot-table.js';
 import { decodeSockaddr, encodeSockaddr, type SocketAddress } from './internal/sockaddr.js';
 import { peerKey, socketsOnPort } from './internal/port-sockets.js';
 import { Endpoint, type EndpointOptions, type PeerAddress } from './endpoint.js';
 import type { Worker } from './worker.js';
-import { InvalidArgumentError, INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
+import { InvalidArgumentError, INTERNAL, checkConstructorToken } from './errors/misuse.js';
 import { show } from './internal/bytes.js';
 
 /** Options of `worker.listen()`. */

@@ -19,14 +19,14 @@ import { kFromMemoryHandle, kLiveHandle, kMemoryHandleClosed, kPackedRkey, kUnma
 import {
   CONSTANTS, OutCell, StructBuffer, addressOf, copyFromMemory, layouts, ucx, viewOfMemory,
 } from './ffi/index.js';
-import { ClosedError, check } from './errors.js';
+import { ClosedError, check } from './errors/index.js';
 import { asBytes, describe, optionsObject, show } from './internal/bytes.js';
 import { checkAllocatable } from './internal/shm-capacity.js';
 import { RemoteKey } from './remote-key.js';
 import type { Context } from './context.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
-} from './internal/misuse-errors.js';
+} from './errors/misuse.js';
 import { liveCounts } from './internal/live-counts.js';
 
 /** What a remote key for the region allows its holder to do. */

@@ -21,7 +21,7 @@ import {
   kPackedRkey, kPackedRkeyReference, kRemoteAddress, kUnpack,
 } from './internal/symbols.js';
 import { ucx } from './ffi/index.js';
-import { ClosedError, RemoteAccessError } from './errors.js';
+import { ClosedError, RemoteAccessError } from './errors/index.js';
 import { asBytes, toU64 } from './internal/bytes.js';
 import {
   decodeSerializedRemoteKey, encodeSerializedRemoteKey, type RemoteKeyAccess,
@@ -33,7 +33,7 @@ import { Endpoint } from './endpoint.js';
 import { MemoryHandle } from './memory-handle.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
-} from './internal/misuse-errors.js';
+} from './errors/misuse.js';
 import { liveCounts } from './internal/live-counts.js';
 
 export type { RemoteKeyAccess } from './internal/serialized-remote-key.js';

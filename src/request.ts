@@ -14,8 +14,8 @@
  * ```
  */
 import { UCS_ERR_CANCELED, UCS_ERR_MESSAGE_TRUNCATED, UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
-import { CanceledError, errorFromStatus, type UcxError } from './errors.js';
-import { INTERNAL, checkConstructorToken } from './internal/misuse-errors.js';
+import { CanceledError, errorFromStatus, type UcxError } from './errors/index.js';
+import { INTERNAL, checkConstructorToken } from './errors/misuse.js';
 import { abortError } from './internal/abort-error.js';
 import {
   kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kForget, kGroup, kHeldByUcx, kHost, kLate, kOnSettle, kUcxDone, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,

@@ -17,7 +17,7 @@ import {
 } from './ffi/index.js';
 import { OwnMemh } from './engine/own-memh.js';
 import { OwnRequests } from './engine/own-request.js';
-import { CanceledError, ClosedError, ConnectionRefusedError, InvalidAddressError, check, errorFromStatus } from './errors.js';
+import { CanceledError, ClosedError, ConnectionRefusedError, InvalidAddressError, check, errorFromStatus } from './errors/index.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
 import { ProgressEngine, type ProgressMode } from './engine/progress-engine.js';
 import { RequestEngine } from './engine/request-engine.js';
@@ -52,7 +52,7 @@ import {
 } from './ucxx-python/index.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken,
-} from './internal/misuse-errors.js';
+} from './errors/misuse.js';
 
 export type { ProgressMode } from './engine/progress-engine.js';
 

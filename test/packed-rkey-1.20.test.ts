@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
 
 import { parsePackedRkey } from '../src/internal/packed-rkey.js';
-import { RemoteKeyFormatError } from '../src/internal/remote-key-format-error.js';
+import { RemoteKeyFormatError } from '../src/errors/remote-key-format.js';
 import { decodeSerializedRemoteKey, encodeSerializedRemoteKey } from '../src/internal/serialized-remote-key.js';
 
 const hex = (s: string): Uint8Array => new Uint8Array(Buffer.from(s, 'hex'));

@@ -16,7 +16,7 @@ import {
   type RemoteKeyAccess,
 } from '../src/internal/serialized-remote-key.js';
 import { checkPackedRkeyAgainstReference, parsePackedRkey } from '../src/internal/packed-rkey.js';
-import { RemoteKeyFormatError } from '../src/internal/remote-key-format-error.js';
+import { RemoteKeyFormatError } from '../src/errors/remote-key-format.js';
 import { selectProfile } from '../src/ffi/ucx-versions.js';
 
 // The fixtures are UCX 1.13.1's keys: the parsers check 1.13's format here, whichever UCX the run loads

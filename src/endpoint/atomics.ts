@@ -4,7 +4,7 @@
  */
 import { CONSTANTS, addressOf, layouts, ucxProfile, ucx } from '../ffi/index.js';
 import { Request, ResultKind } from '../request.js';
-import { ArgumentOutOfRangeError, INTERNAL, InvalidArgumentError } from '../internal/misuse-errors.js';
+import { ArgumentOutOfRangeError, INTERNAL, InvalidArgumentError } from '../errors/misuse.js';
 import { show } from '../internal/bytes.js';
 import type { RequestEngine } from '../engine/request-engine.js';
 import type { AtomicOp, Endpoint } from '../endpoint.js';

@@ -11,9 +11,9 @@
  * `takeChunk` (streamChunks, the Duplex) gives them away without copying.
  */
 import { CONSTANTS, UCS_INPROGRESS, addressOf, copyFromMemory, copyIntoRegion, statusOfPtr, ucx } from '../ffi/index.js';
-import { InvalidStateError } from '../internal/misuse-errors.js';
+import { InvalidStateError } from '../errors/misuse.js';
 import { Request, ResultKind } from '../request.js';
-import { INTERNAL } from '../internal/misuse-errors.js';
+import { INTERNAL } from '../errors/misuse.js';
 import {
   kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kFail, kOnSettle, kReply, kRequests,
 } from '../internal/symbols.js';

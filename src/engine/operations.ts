@@ -14,7 +14,7 @@
  */
 import { UCS_ERR_INVALID_PARAM } from '../ffi/index.js';
 import { Request, ResultKind, type AnyRequest } from '../request.js';
-import { INTERNAL } from '../internal/misuse-errors.js';
+import { INTERNAL } from '../errors/misuse.js';
 import { kFail } from '../internal/symbols.js';
 
 /** Status of a Request failed before UCX: the UcxError's own, else UCS_ERR_INVALID_PARAM. */

@@ -4,7 +4,7 @@
  * UCP has no probe request to wait on (ucp_tag_probe_nb only looks), hence the check after progress.
  */
 import { UCS_ERR_CANCELED } from '../ffi/index.js';
-import { errorFromStatus } from '../errors.js';
+import { errorFromStatus } from '../errors/index.js';
 
 interface Waiter<T> {
   readonly look: () => T | null;

@@ -22,9 +22,9 @@
  * idle worker never keeps the process alive.
  */
 import { OutCell, UCS_ERR_BUSY, UCS_OK, pollReadable, ucx, type FdWatch } from '../ffi/index.js';
-import { errorFromStatus } from '../errors.js';
+import { errorFromStatus } from '../errors/index.js';
 import { progressOnce } from './completions.js';
-import { InvalidArgumentError } from '../internal/misuse-errors.js';
+import { InvalidArgumentError } from '../errors/misuse.js';
 
 /**
  * How a worker is progressed: 'event' sleeps in epoll until UCX has work (no CPU when idle),

@@ -17,7 +17,7 @@
  */
 import { UCS_INPROGRESS, UCS_OK, statusOfPtr, ucx, type Ptr } from '../ffi/index.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost } from '../request.js';
-import { INTERNAL } from '../internal/misuse-errors.js';
+import { INTERNAL } from '../errors/misuse.js';
 import { beginPost, endPost, inflight } from './completions.js';
 import { ParamBlocks, type ParamBlock } from './param-blocks.js';
 import type { OwnMemh } from './own-memh.js';

@@ -3,7 +3,7 @@
  * but its message names the signal's reason ("timed out" for `AbortSignal.timeout()`), and the reason
  * is its `cause`, as Node's own APIs do.
  */
-import { CanceledError } from '../errors.js';
+import { CanceledError } from '../errors/index.js';
 
 export function abortError(what: string, reason: unknown): CanceledError {
   const name = (reason as { name?: unknown } | null | undefined)?.name;

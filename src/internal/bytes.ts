@@ -1,5 +1,5 @@
 /** Normalising the memory arguments users pass (ArrayBuffer, SharedArrayBuffer, any view). */
-import { ArgumentOutOfRangeError, InvalidArgumentError } from './misuse-errors.js';
+import { ArgumentOutOfRangeError, InvalidArgumentError } from '../errors/misuse.js';
 
 /** Bytes ucxx-ts reads or writes: any typed array or DataView, an ArrayBuffer or a SharedArrayBuffer. */
 export type BufferSource = ArrayBufferView | ArrayBuffer | SharedArrayBuffer;

@@ -1,7 +1,7 @@
 /** Building `ucp_dt_iov_t` arrays for operations on a list of buffers (UCP_DATATYPE_IOV). */
 import { addressOf, layouts } from '../ffi/index.js';
 import { asBytes } from './bytes.js';
-import { InvalidArgumentError } from './misuse-errors.js';
+import { InvalidArgumentError } from '../errors/misuse.js';
 
 const ENTRY = layouts.ucp_dt_iov_t;
 

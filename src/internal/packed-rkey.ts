@@ -45,8 +45,8 @@
  * (UCS_MEMORY_TYPE_LAST of 1.20: 1.13's five, then RDMA and three ZE types).
  */
 
-import { RemoteKeyFormatError } from './remote-key-format-error.js';
-import { InvalidArgumentError } from './misuse-errors.js';
+import { RemoteKeyFormatError } from '../errors/remote-key-format.js';
+import { InvalidArgumentError } from '../errors/misuse.js';
 import { requireLoadedProfile, type UcxFormat } from '../ffi/ucx-versions.js';
 
 /** `UCS_MEMORY_TYPE_LAST` of UCX 1.13 (HOST, CUDA, CUDA_MANAGED, ROCM, ROCM_MANAGED). */

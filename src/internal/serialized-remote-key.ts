@@ -44,10 +44,10 @@
  * catches corruption, not a peer that forges keys.
  */
 
-import { RemoteKeyFormatError } from './remote-key-format-error.js';
+import { RemoteKeyFormatError } from '../errors/remote-key-format.js';
 import { stdHashBytes } from './std-hash.js';
 import { parsePackedRkey, type ParsedPackedRkey, type ParsePackedRkeyOptions } from './packed-rkey.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError } from './misuse-errors.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError } from '../errors/misuse.js';
 import { show } from './bytes.js';
 
 /** The RMA a remote key allows: gets, puts, or both. */

@@ -9,7 +9,7 @@
  */
 import { readFileSync, statfsSync } from 'node:fs';
 import * as os from 'node:os';
-import { InsufficientMemoryError } from './misuse-errors.js';
+import { InsufficientMemoryError } from '../errors/misuse.js';
 
 const PAGE = 4096;
 

@@ -15,7 +15,7 @@
  */
 import { readFileSync, statSync } from 'node:fs';
 import { ucx, ucxProfile } from '../ffi/index.js';
-import { RemoteKeyFormatError } from './remote-key-format-error.js';
+import { RemoteKeyFormatError } from '../errors/remote-key-format.js';
 import type { ParsedPackedRkey } from './packed-rkey.js';
 
 const SHMAT_FAILED = (1n << 64n) - 1n;

@@ -1,7 +1,7 @@
 /** Building and reading `struct sockaddr_in`/`sockaddr_in6` for listeners and client endpoints. */
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { InvalidArgumentError, ArgumentOutOfRangeError } from './misuse-errors.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError } from '../errors/misuse.js';
 import { show } from './bytes.js';
 
 const AF_INET = 2;

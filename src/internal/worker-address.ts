@@ -64,7 +64,7 @@
  * host:port, a shared-memory segment id, a pid) still names whatever the peer chose, and UCX's
  * transports trust the peer they then talk to.
  */
-import { InvalidArgumentError } from './misuse-errors.js';
+import { InvalidArgumentError } from '../errors/misuse.js';
 import { UCX_PROFILES, loadedProfile, loadedVersion, requireLoadedProfile, type UcxFormat } from '../ffi/ucx-versions.js';
 
 /**

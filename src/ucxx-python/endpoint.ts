@@ -21,7 +21,7 @@ import { messageTag } from './peer-info.js';
 import { HEADER_BYTES, decodeHeader, encodeHeaders } from './tag-multi-header.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
-} from '../internal/misuse-errors.js';
+} from '../errors/misuse.js';
 
 
 /** Options of the ucxx Python message helpers' sends. */

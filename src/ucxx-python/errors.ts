@@ -1,6 +1,6 @@
 /**
  * The errors of the ucxx Python protocol layer. They live here, free of any FFI import, so the pure codecs
- * can throw them; src/errors.ts re-exports them.
+ * can throw them; src/errors/index.ts re-exports them.
  */
 
 /** Why a ucxx Python handshake failed. */

@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import type { Endpoint } from '../endpoint.js';
 import { HandshakeError, type HandshakeFailure } from './errors.js';
 import { PEER_INFO_BYTES, decodePeerInfo, encodePeerInfo, makeMsgTag } from './peer-info.js';
-import { ArgumentOutOfRangeError } from '../internal/misuse-errors.js';
+import { ArgumentOutOfRangeError } from '../errors/misuse.js';
 import { show } from '../internal/bytes.js';
 
 /**

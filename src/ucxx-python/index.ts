@@ -7,7 +7,7 @@ import type { Worker } from '../worker.js';
 import { UcxxPythonEndpoint } from './endpoint.js';
 import { checkTimeout, exchangePeerInfo } from './handshake.js';
 import { UcxxPythonListener, type UcxxPythonListenerOptions } from './listener.js';
-import { InvalidArgumentError, INTERNAL } from '../internal/misuse-errors.js';
+import { InvalidArgumentError, INTERNAL } from '../errors/misuse.js';
 
 export { HandshakeError, MessageFormatError, type HandshakeFailure } from './errors.js';
 export {

@@ -9,7 +9,7 @@ import type { Worker } from '../worker.js';
 import { HandshakeError } from './errors.js';
 import { UcxxPythonEndpoint } from './endpoint.js';
 import { checkTimeout, exchangePeerInfo } from './handshake.js';
-import { InvalidArgumentError, INTERNAL, checkConstructorToken } from '../internal/misuse-errors.js';
+import { InvalidArgumentError, INTERNAL, checkConstructorToken } from '../errors/misuse.js';
 
 /** Options of `worker.listen()` whose endpoints pair with ucxx Python clients. */
 export interface UcxxPythonListenerOptions extends ListenerOptions {

@@ -13,7 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import { HandshakeError } from './errors.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError } from '../internal/misuse-errors.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError } from '../errors/misuse.js';
 import { show } from '../internal/bytes.js';
 
 /** A Python value as `hash64bits` sees it: int (number or bigint), str, or bytes. */

@@ -15,7 +15,7 @@
  * This is a private, minimal codec for the ucxx Python layer.
  */
 import { MessageFormatError } from './errors.js';
-import { ArgumentOutOfRangeError } from '../internal/misuse-errors.js';
+import { ArgumentOutOfRangeError } from '../errors/misuse.js';
 import { show } from '../internal/bytes.js';
 
 /** The frames one header can describe (ucxx::HeaderFramesSize). */

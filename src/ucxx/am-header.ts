@@ -17,8 +17,8 @@
  * receiver-callback fields, and ucxx still reads such a header (policy: fall back to host, no user
  * header). This decoder does the same. Pure code, no FFI.
  */
-import { UcxxHeaderFormatError } from '../internal/ucxx-header-error.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError } from '../internal/misuse-errors.js';
+import { UcxxHeaderFormatError } from '../errors/ucxx-header.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError } from '../errors/misuse.js';
 import { show, optionsObject } from '../internal/bytes.js';
 
 /** What the receiver does with a rendezvous message in a memory type it has no allocator for. */

@@ -18,7 +18,7 @@ import { abortError } from '../internal/abort-error.js';
 import { kBindSignal, kCancelFallback, kComplete, kFail, kHold, kLive, kMaxAmHeader, kReply } from '../internal/symbols.js';
 import { UCS_ERR_IO_ERROR, UCS_ERR_NO_MEMORY, UCS_ERR_UNSUPPORTED } from '../ffi/index.js';
 import { constants as bufferConstants } from 'node:buffer';
-import { AlreadyExistsError, CanceledError, errorFromStatus, type UcxError } from '../errors.js';
+import { AlreadyExistsError, CanceledError, errorFromStatus, type UcxError } from '../errors/index.js';
 import { Request, ResultKind } from '../request.js';
 import { asBytes, optionsObject, show, type BufferSource } from '../internal/bytes.js';
 import {
@@ -30,7 +30,7 @@ import type { Endpoint } from '../endpoint.js';
 import type { Worker } from '../worker.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
-} from '../internal/misuse-errors.js';
+} from '../errors/misuse.js';
 
 /**
  * The UCP AM id ucxx sends and receives its active messages on.

@@ -13,8 +13,8 @@
  * Slots at and after `nframes` are zero. More than 100 frames take several headers: every one but the
  * last has `next = 1` and exactly 100 frames. Pure code, no FFI.
  */
-import { UcxxHeaderFormatError } from '../internal/ucxx-header-error.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError } from '../internal/misuse-errors.js';
+import { UcxxHeaderFormatError } from '../errors/ucxx-header.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError } from '../errors/misuse.js';
 import { show } from '../internal/bytes.js';
 
 /**

@@ -14,16 +14,16 @@
  */
 import { kAborted, kBindSignal, kCancelFallback, kComplete, kFail, kLive, kOnSettle, kReply } from '../internal/symbols.js';
 import { constants as bufferConstants } from 'node:buffer';
-import { CanceledError, MessageTruncatedError } from '../errors.js';
+import { CanceledError, MessageTruncatedError } from '../errors/index.js';
 import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from '../request.js';
 import { optionsObject, byteLengthOf, toTag, type BufferSource, show, FULL_MASK } from '../internal/bytes.js';
 import {
   TAG_MULTI_HEADER_SIZE, decodeTagMultiHeader, encodeTagMultiHeaders,
 } from './tag-multi-header.js';
-import { UcxxCudaFrameError, UcxxHeaderFormatError } from '../internal/ucxx-header-error.js';
+import { UcxxCudaFrameError, UcxxHeaderFormatError } from '../errors/ucxx-header.js';
 import type { Endpoint } from '../endpoint.js';
 import type { ReceiveOptions, Worker } from '../worker.js';
-import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL } from '../internal/misuse-errors.js';
+import { InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL } from '../errors/misuse.js';
 
 
 /**

@@ -3,7 +3,7 @@
  * public, an operation the object's state does not allow. Each has a stable `code`, in the style of
  * Node's `ERR_INVALID_ARG_TYPE` and undici's `InvalidArgumentError`, and subclasses TypeError or
  * RangeError so that code testing for those keeps working. Kept free of imports (re-exported by
- * errors.ts) so that every module, however early it loads, can use them.
+ * errors/index.ts) so that every module, however early it loads, can use them.
  */
 
 /**

@@ -12,19 +12,19 @@ import {
   UCS_ERR_NO_DEVICE, UCS_ERR_NO_ELEM, UCS_ERR_NO_MEMORY, UCS_ERR_NO_MESSAGE, UCS_ERR_NO_PROGRESS,
   UCS_ERR_NO_RESOURCE, UCS_ERR_OUT_OF_RANGE, UCS_ERR_REJECTED, UCS_ERR_SHMEM_SEGMENT,
   UCS_ERR_SOME_CONNECTS_FAILED, UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_ERR_UNSUPPORTED, statusName,
-} from './ffi/index.js';
-import { InvalidArgumentError } from './internal/misuse-errors.js';
-import { show } from './internal/bytes.js';
+} from '../ffi/index.js';
+import { InvalidArgumentError } from './misuse.js';
+import { show } from '../internal/bytes.js';
 
-export { UcxLibraryNotFoundError, UnsupportedUcxVersionError } from './ffi/index.js';
-export { RemoteKeyFormatError } from './internal/remote-key-format-error.js';
-export { WorkerAddressFormatError } from './internal/worker-address.js';
-export { UcxxHeaderFormatError, UcxxCudaFrameError, type UcxxHeaderKind } from './internal/ucxx-header-error.js';
-export { HandshakeError, MessageFormatError, type HandshakeFailure } from './ucxx-python/errors.js';
+export { UcxLibraryNotFoundError, UnsupportedUcxVersionError } from '../ffi/index.js';
+export { RemoteKeyFormatError } from './remote-key-format.js';
+export { WorkerAddressFormatError } from '../internal/worker-address.js';
+export { UcxxHeaderFormatError, UcxxCudaFrameError, type UcxxHeaderKind } from './ucxx-header.js';
+export { HandshakeError, MessageFormatError, type HandshakeFailure } from '../ucxx-python/errors.js';
 // Misuse errors (defined apart, free of imports, so that every module can use them however early it loads).
 export {
   InvalidArgumentError, ArgumentOutOfRangeError, InsufficientMemoryError, IllegalConstructorError, InvalidStateError,
-} from './internal/misuse-errors.js';
+} from './misuse.js';
 
 /**
  * A UCX operation failed with a UCS error status.
