@@ -46,10 +46,7 @@ import { installUcxxAm, registerAmAllocator, registerAmReceiverCallback, type Am
 import type { AmReceiverCallbackInfo } from './ucxx/am-header.js';
 import { tagMultiRecv, type TagMultiRecvOptions } from './ucxx/tag-multi.js';
 import { ProbeWaits } from './engine/probe-waits.js';
-import {
-  connectUcxxPython, listenUcxxPython, type UcxxPythonConnectOptions, type UcxxPythonEndpoint, type UcxxPythonListener,
-  type UcxxPythonListenerOptions,
-} from './ucxx-python/index.js';
+import { handshakeNamed } from './worker/handshakes.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken,
 } from './errors/misuse.js';
@@ -667,17 +664,11 @@ export class Worker {
    * const listener = worker.listen({ host: '127.0.0.1', port: 0 }, (ep) => ep.tagSend(hello, 1n));
    * ```
    */
-  listen(options: UcxxPythonListenerOptions, onConnection?: (endpoint: UcxxPythonEndpoint) => void): UcxxPythonListener;
   listen(options?: ListenerOptions, onConnection?: (endpoint: Endpoint) => void): Listener;
-  listen(
-    options: ListenerOptions | UcxxPythonListenerOptions = {},
-    onConnection?: ((endpoint: Endpoint) => void) | ((endpoint: UcxxPythonEndpoint) => void),
-  ): Listener | UcxxPythonListener {
+  listen(options: ListenerOptions & { handshake?: string } = {}, onConnection?: (endpoint: never) => void): unknown {
     options = optionsObject(options, 'listen options');
-    // Opt-in: ucxx Python's endpoint handshake on every accepted connection (src/ucxx-python).
-    if ('handshake' in options && options.handshake !== undefined) {
-      return listenUcxxPython(this, options, onConnection as (endpoint: UcxxPythonEndpoint) => void);
-    }
+    // Opt-in: a plugin's handshake on every accepted connection (ucxx Python's: src/ucxx-python).
+    if (options.handshake !== undefined) return handshakeNamed<Worker>(options.handshake).listen(this, options, onConnection);
     const handle = this[kLive]('Worker');
     const listener = new Listener(INTERNAL, this, handle, options, onConnection as (endpoint: Endpoint) => void);
     this.#listeners.add(listener);
@@ -696,12 +687,11 @@ export class Worker {
    * const ep = await worker.connect('127.0.0.1', 13337);
    * ```
    */
-  connect(host: string, port: number, options: UcxxPythonConnectOptions): Promise<UcxxPythonEndpoint>;
   connect(host: string, port: number, options?: EndpointOptions): Promise<Endpoint>;
-  async connect(host: string, port: number, options: EndpointOptions | UcxxPythonConnectOptions = {}): Promise<Endpoint | UcxxPythonEndpoint> {
+  async connect(host: string, port: number, options: EndpointOptions & { handshake?: string } = {}): Promise<unknown> {
     options = optionsObject(options, 'connect options');
-    // Opt-in: ucxx Python's endpoint handshake after the connection (src/ucxx-python).
-    if ('handshake' in options && options.handshake !== undefined) return connectUcxxPython(this, host, port, options);
+    // Opt-in: a plugin's handshake after the connection (ucxx Python's: src/ucxx-python).
+    if (options.handshake !== undefined) return handshakeNamed<Worker>(options.handshake).connect(this, host, port, options);
     this[kLive]('Worker');
     const { sockaddr, ip } = await resolveSockaddr(host, port).catch((err: unknown) => {
       // A host name DNS cannot resolve is an address error of this library, naming the host.

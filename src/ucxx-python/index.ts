@@ -4,6 +4,7 @@
  */
 import type { EndpointOptions } from '../endpoint.js';
 import type { Worker } from '../worker.js';
+import { registerHandshake } from '../worker/handshakes.js';
 import { UcxxPythonEndpoint } from './endpoint.js';
 import { checkTimeout, exchangePeerInfo } from './handshake.js';
 import { UcxxPythonListener, type UcxxPythonListenerOptions } from './listener.js';
@@ -43,4 +44,35 @@ export function listenUcxxPython(
   worker: Worker, options: UcxxPythonListenerOptions, onConnection?: (endpoint: UcxxPythonEndpoint) => void,
 ): UcxxPythonListener {
   return new UcxxPythonListener(INTERNAL, worker, options, onConnection);
+}
+
+registerHandshake<Worker>('ucxx-python', {
+  connect: (worker, host, port, options) => connectUcxxPython(worker, host, port, options as UcxxPythonConnectOptions),
+  listen: (worker, options, onConnection) =>
+    listenUcxxPython(worker, options as UcxxPythonListenerOptions, onConnection as ((endpoint: UcxxPythonEndpoint) => void) | undefined),
+});
+
+declare module '../worker.js' {
+  interface Worker {
+    /**
+     * Starts a listener whose accepted connections run ucxx Python's endpoint handshake first; each is
+     * handed out as a `UcxxPythonEndpoint` (see docs/ucxx-python.md).
+     *
+     * @example
+     * ```ts
+     * const listener = worker.listen({ port: 0, handshake: 'ucxx-python' }, (ep) => void ep.send(hello));
+     * ```
+     */
+    listen(options: UcxxPythonListenerOptions, onConnection?: (endpoint: UcxxPythonEndpoint) => void): UcxxPythonListener;
+    /**
+     * Connects, then runs ucxx Python's endpoint handshake with the listener there (a ucxx Python
+     * `create_listener` server); resolves with a `UcxxPythonEndpoint`.
+     *
+     * @example
+     * ```ts
+     * const ep = await worker.connect('127.0.0.1', port, { handshake: 'ucxx-python' });
+     * ```
+     */
+    connect(host: string, port: number, options: UcxxPythonConnectOptions): Promise<UcxxPythonEndpoint>;
+  }
 }
