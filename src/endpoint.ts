@@ -54,6 +54,7 @@ import type { ReceiveOptions } from './worker.js';
 import { RemoteKey } from './remote-key.js';
 import type { Worker } from './worker.js';
 import { tagMultiRecv, tagMultiSend, type TagMultiRecvOptions } from './ucxx/tag-multi.js';
+import { FailureWatchdog } from './endpoint/failure-watchdog.js';
 import { ucxxAmProbe, ucxxAmRecv, ucxxAmSend, type UcxxAmMessage, type UcxxAmSendOptions } from './ucxx/am.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
@@ -227,18 +228,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   readonly #stream: StreamReceiver;
   /** The context's failureTimeout (ms; Infinity: no watchdog). */
   readonly #failureTimeout: number;
-  /** Operations in flight that only the peer's UCX has to answer (RMA, atomics, flush): they arm the watchdog. */
-  #armed = 0;
-  /** Sends in flight (not watched themselves: see #inFlight). */
-  #sending = 0;
-  /** The watchdog's own flush, while in flight. */
-  #probe: Request<void> | null = null;
-  /** Operations of this endpoint settled so far: the watchdog's sign of life. */
-  #progress = 0;
-  /** #progress at the watchdog's last look, and since when it has not moved. */
-  #seen = -1;
-  #stallSince = 0;
-  #watchdog: NodeJS.Timeout | null = null;
+  /** What is in flight, and the failure watchdog over it (src/endpoint/failure-watchdog.ts). */
+  readonly #watchdog: FailureWatchdog;
   /** The connect's wireup flush while the server has not answered it (worker.connect). */
   #connecting: AnyRequest | null = null;
 
@@ -275,6 +266,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
     this.#closeTimeout = closeTimeout;
     this.#failureTimeout = worker.context.failureTimeout;
+    this.#watchdog = new FailureWatchdog({
+      isOpen: () => this.#state === 'open',
+      probe: () => (this.#handle === null ? null : this.flush()),
+      stalled: (stalledMs) => this.#stalled(stalledMs),
+    }, this.#failureTimeout);
     this.#id = endpoints.add(this);
     const params = new StructBuffer(layouts.ucp_ep_params_t);
     // The error callback in every mode: UCX reports what it does see (a closed client-server connection)
@@ -1200,13 +1196,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   #inFlight<T>(request: Request<T>, watched: boolean, signal: AbortSignal | undefined): Request<T> {
     request[kOwner] = this;
     request[kDetachable] = true;
-    if (watched) {
-      request[kWatched] = true;
-      this.#armed++;
-    } else {
-      this.#sending++;
-    }
-    if (this.#watchdog === null) this.#startWatchdog();
+    if (watched) request[kWatched] = true;
+    this.#watchdog.started(watched);
     if (signal !== undefined) request[kBindSignal](signal);
     return request;
   }
@@ -1224,72 +1215,21 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /** @internal An operation of this endpoint settled (Request.#finish). */
   [kOpSettled](watched: boolean, completed: boolean, status: number): void {
-    if (completed) this.#progress++;
     // UCX fails what the reset connection held before it reports the reset to this endpoint.
     // In PEER mode UCX fails RMA toward a killed peer with ENDPOINT_TIMEOUT before it reports the reset.
     if (status === UCS_ERR_CONNECTION_RESET || status === UCS_ERR_ENDPOINT_TIMEOUT ||
       (status < 0 && status !== UCS_ERR_CANCELED && this.#state !== 'open')) {
       this.#opsFailed++;
     }
-    if (watched) this.#armed--;
-    else this.#sending--;
+    this.#watchdog.settled(watched, completed);
   }
 
-  /**
-   * The failure watchdog: while an operation is in flight, a look every tenth of failureTimeout. When
-   * only sends are in flight and nothing settled since the last look, it posts a flush (the probe): on a
-   * live connection it completes as soon as UCX has handed everything to the transport (a rendezvous
-   * waiting for the peer's receive does not hold it), on a dead one it stalls. When a watched operation
-   * (RMA, atomics, flush, the probe) is in flight and no operation of this endpoint has settled for
-   * failureTimeout, the peer is taken for failed (EndpointTimeoutError). It stops at the first look that
-   * finds nothing in flight.
-   */
-  #startWatchdog(): void {
-    const timeout = this.#failureTimeout;
-    if (!Number.isFinite(timeout) || this.#state !== 'open') return;
-    this.#seen = -1;
-    this.#watchdog = setInterval(() => this.#watch(), Math.max(10, Math.floor(timeout / 10)));
-    this.#watchdog.unref();
-  }
-
-  #stopWatchdog(): void {
-    if (this.#watchdog === null) return;
-    clearInterval(this.#watchdog);
-    this.#watchdog = null;
-  }
-
-  #watch(): void {
-    if (this.#state !== 'open' || (this.#armed <= 0 && this.#sending <= 0)) {
-      this.#stopWatchdog();
-      return;
-    }
-    const now = performance.now();
-    if (this.#progress !== this.#seen) {
-      this.#seen = this.#progress;
-      this.#stallSince = now;
-      return;
-    }
-    if (this.#armed <= 0) {
-      if (this.#probe === null && this.#handle !== null) {
-        const probe = this.flush();
-        if (probe.error !== undefined) return; // the worker is closing
-        if (probe.completed) this.#progress++;
-        else {
-          this.#probe = probe;
-          probe[kOnSettle] = () => {
-            this.#probe = null;
-          };
-        }
-      }
-      return;
-    }
-    if (now - this.#stallSince < this.#failureTimeout) return;
-    this.#stopWatchdog();
+  /** The watchdog found no answer from the peer for `stalledMs` with a watched operation in flight. */
+  #stalled(stalledMs: number): void {
     this.#state = 'failed';
     this.#syncRef();
     this.#failure = Object.assign(new EndpointTimeoutError(
-      `endpoint to ${this.#peer}: no answer from the peer for ${Math.round(now - this.#stallSince)} ms ` +
-      `(failureTimeout ${this.#failureTimeout} ms)`,
+      `endpoint to ${this.#peer}: no answer from the peer for ${stalledMs} ms (failureTimeout ${this.#failureTimeout} ms)`,
     ), { [kByWatchdog]: true });
     debug('endpoint #%d to %s failed: %s', this.#id, this.#peer, this.#failure.message);
     void this.#failed();
@@ -1311,12 +1251,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#wireup = null;
     // Receives waiting get the same time: a message the peer sent before it closed may still be on its
     // way in (over TCP the close comes on another socket than the data).
-    if (this.#peerClosed && (this.#sending > 0 || this.#receives.size > 0)) {
-      await this.#worker[kProgressUntil](() => this.#sending <= 0 && this.#receives.size === 0, PEER_CLOSE_SETTLE_MS);
+    if (this.#peerClosed && (this.#watchdog.sending > 0 || this.#receives.size > 0)) {
+      await this.#worker[kProgressUntil](() => this.#watchdog.sending <= 0 && this.#receives.size === 0, PEER_CLOSE_SETTLE_MS);
       // Closed meanwhile (by close(), or its worker's): that close settled everything and said 'close'.
       if (this.#state !== 'failed') return;
     }
-    const clean = this.#peerClosed && this.#sending <= 0 && this.#opsFailed === 0;
+    const clean = this.#peerClosed && this.#watchdog.sending <= 0 && this.#opsFailed === 0;
     for (const request of inflight.values()) {
       if (request[kOwner] === this) request[kFailDetached](failure);
     }
@@ -1390,7 +1330,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const failed = this.#state === 'failed';
     this.#state = 'closing';
     this.#syncRef();
-    this.#stopWatchdog();
+    this.#watchdog.stop();
     for (const key of [...this.#keys]) key.close();
     for (const request of [...this.#receives]) request.cancel();
     const handle = this.#handle;
@@ -1406,7 +1346,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       // flushing makes UCX 1.13 abort later (ucp_ep.c:437). So a close that would wait on operations in
       // flight (a send nobody receives, RMA to a stopped peer) is forced from the start where UCX allows
       // it (PEER mode); a graceful one that does not finish in closeTimeout is left to the worker.
-      const busy = this.#armed > 0 || this.#sending > 0;
+      const busy = this.#watchdog.busy;
       // Stream bytes still on their way in (after a peer's close) reach the posted receive in one more
       // progress; what UCX holds beyond it is taken before ucp_ep_close_nbx drops it.
       let rounds = 0;
@@ -1509,7 +1449,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#failure = errorFromStatus(status, `endpoint to ${this.#peer} failed${hint}`);
     // The connection closed: a close, as a socket's end is, unless something of ours fails with it (#failed).
     // RMA, atomics or a flush waiting for the peer's answer make it a failure whatever UCX says of them later.
-    this.#peerClosed = status === UCS_ERR_CONNECTION_RESET && this.#armed <= 0;
+    this.#peerClosed = status === UCS_ERR_CONNECTION_RESET && this.#watchdog.armed <= 0;
     this.#worker[kDefer](() => void this.#failed());
   }
 
