@@ -12,12 +12,12 @@
 import { debug } from './internal/debug-log.js';
 import {
   CONSTANTS, OutCell, StructBuffer, UCS_ERR_INVALID_PARAM, UCS_ERR_NOT_CONNECTED, UCS_ERR_NO_MEMORY, UCS_ERR_REJECTED,
-  UCS_ERR_CONNECTION_RESET, UCS_ERR_ENDPOINT_TIMEOUT, UCS_ERR_TIMED_OUT, UCS_ERR_UNREACHABLE, UCS_OK, addressOf, captureStream, copyFromMemory, layouts, statusOfPtr, ucpVersion, ucx,
+  UCS_ERR_TIMED_OUT, UCS_OK, addressOf, captureStream, copyFromMemory, layouts, statusOfPtr, ucx,
   ucxProfile, type Ptr,
 } from './ffi/index.js';
 import { OwnMemh } from './engine/own-memh.js';
 import { OwnRequests } from './engine/own-request.js';
-import { CanceledError, ClosedError, ConnectionRefusedError, InvalidAddressError, check, errorFromStatus } from './errors/index.js';
+import { CanceledError, ClosedError, InvalidAddressError, check, errorFromStatus } from './errors/index.js';
 import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
 import { ProgressEngine, type ProgressMode } from './engine/progress-engine.js';
 import { RequestEngine } from './engine/request-engine.js';
@@ -33,20 +33,20 @@ import { asBytes, byteLengthOf, ffiMemory, optionsObject, toTag, type BufferSour
 import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
 import { resolveSockaddr } from './internal/sockaddr.js';
-import { kByWatchdog, kConnecting } from './internal/symbols.js';
+import { kConnecting } from './internal/symbols.js';
 import { validateWorkerAddress } from './internal/worker-address.js';
 import { abortError } from './internal/abort-error.js';
 import type { Context } from './context.js';
-import { Endpoint, type EndpointOptions, type ErrorHandlingMode } from './endpoint.js';
+import { Endpoint, type EndpointOptions } from './endpoint.js';
 import { isLocalIp, sharesHost } from './internal/peer-locality.js';
-import { featureMismatchHint } from './internal/hints.js';
 import { Listener, isOwnListenerPort, type ListenerOptions } from './listener.js';
-import { listeningOnPort, listeningOnPortRecently } from './internal/port-sockets.js';
+import { listeningOnPortRecently } from './internal/port-sockets.js';
 import { installUcxxAm, registerAmAllocator, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx/am.js';
 import type { AmReceiverCallbackInfo } from './ucxx/am-header.js';
 import { tagMultiRecv, type TagMultiRecvOptions } from './ucxx/tag-multi.js';
 import { ProbeWaits } from './engine/probe-waits.js';
 import { handshakeNamed } from './worker/handshakes.js';
+import { explainConnectFailure, resolveErrorMode } from './worker/connect.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken,
 } from './errors/misuse.js';
@@ -96,24 +96,6 @@ export interface WorkerAttributes {
 
 const K = CONSTANTS;
 
-/**
- * The UCP error mode for an endpoint this worker creates ('auto': the loaded UCX version's default);
- * `local` says whether the peer is on this host.
- */
-function resolveErrorMode(option: ErrorHandlingMode | boolean | undefined, local: () => boolean): 'peer' | 'none' {
-  switch (option ?? 'auto') {
-    case true:
-    case 'peer':
-      return 'peer';
-    case false:
-    case 'none':
-      return 'none';
-    case 'auto':
-      return ucxProfile().defaultErrorMode === 'peer' || !local() ? 'peer' : 'none';
-    default:
-      throw new InvalidArgumentError(`errorHandling must be 'auto', 'peer', 'none' or a boolean, got ${show(option)}`);
-  }
-}
 /** How long worker.close() lets a closed listener drain (Listener#drain) before destroying it. */
 const LISTENER_DRAIN_LIMIT_MS = 1000;
 /** How long a closing worker progresses for UCX to fail the operations its forced endpoint closes left queued. */
@@ -122,21 +104,6 @@ const CLOSE_PURGE_WAIT_MS = 500;
 /** How often a worker with parked endpoints (Worker[kParkIfHeld]) looks whether it can destroy them. */
 const PARKED_CHECK_MS = 250;
 
-/** What a failed connect most likely needs from the user, for the error message ('' when nothing known). */
-function connectFailureHint(err: Error, mode: 'peer' | 'none', features: readonly string[]): string {
-  if ((err as { status?: number }).status === UCS_ERR_UNREACHABLE) {
-    // An endpoint that failed this way after its flush already carries the hint.
-    return err.message.includes('features differ') ? '' : featureMismatchHint(features);
-  }
-  return modeHint(mode);
-}
-
-/** The advice for a server that refuses this client's error-handling mode. */
-function modeHint(mode: 'peer' | 'none'): string {
-  const other = mode === 'peer' ? 'none' : 'peer';
-  return `. The connection used errorHandling '${mode}'; a server that asks for '${other}' (one that accepts ` +
-    `with UCP_ERR_HANDLING_MODE_${other.toUpperCase()}) refuses it: connect with { errorHandling: '${other}' } to reach one`;
-}
 
 /**
  * A UCP worker: the progress engine and communication context of one thread, the owner of its
@@ -734,37 +701,13 @@ export class Worker {
       if (this.#closing !== undefined) {
         throw new CanceledError(`connect to ${host}:${port}: the worker was closed before the server answered`, { cause: err });
       }
-      // UCX 1.13's TCP CM reports a refused connection as NOT_CONNECTED on the flush; say what it means.
-      // INVALID_PARAM there is UCX 1.13 failing to read the reply of a listener on a newer release
-      // (the parameters it was given were checked here first).
-      if (refusedStatus) {
-        // UCX reports nobody listening and a server refusing a NONE-mode client alike; on this host
-        // /proc tells them apart, and only the second one gets the hint.
-        const listening = listenedBefore ? true : isLocalIp(ip) ? listeningOnPort(port) : null;
-        const refused = new ConnectionRefusedError(`${host}:${port}`, status, { cause: err, listening: listening === true });
-        debug('connect to %s:%d refused (%s)', host, port, (err as Error).message);
-        if (listening !== false) refused.message += connectFailureHint(refused, mode, this.#context.features);
-        // UCX tells the client nothing more when the server's UCX could not read its request.
-        if (listening !== false) {
-          refused.message += `. A listener on another UCX release refuses a client this way too: this process runs UCX ` +
-            `${ucpVersion().join('.')}, and both peers must run the same UCX release range`;
-        }
-        throw refused;
-      }
-      if (err instanceof Error && status === UCS_ERR_UNREACHABLE) {
-        err.message += connectFailureHint(err, mode, this.#context.features);
-        // UCX 1.20 reports a server that refused this client's mode and exited as UNREACHABLE too.
-        if (listenedBefore) err.message += modeHint(mode);
-      }
-      // A server that refuses this client's error mode and then exits (or closes its listener) resets
-      // the connection instead of refusing it (UCX 1.20), or UCX times the endpoint out (1.13).
-      if (err instanceof Error && (err as { [kByWatchdog]?: boolean })[kByWatchdog] === true) {
-        err.message += '. Something accepted the TCP connection and never answered (a stopped server, or not a UCX listener)';
-      } else if (err instanceof Error && (status === UCS_ERR_CONNECTION_RESET || status === UCS_ERR_ENDPOINT_TIMEOUT) && listenedBefore) {
-        err.message += '. The server ended the connection before it was made' + connectFailureHint(err, mode, this.#context.features);
-      }
-      debug('connect to %s:%d failed: %s', host, port, (err as Error).message);
-      throw err;
+      // UCX 1.13's TCP CM reports a refused connection as NOT_CONNECTED on the flush; say what it means
+      // (src/worker/connect.ts).
+      const explained = explainConnectFailure(err, {
+        host, port, ip, mode, listenedBefore, features: this.#context.features, refused: refusedStatus,
+      });
+      debug('connect to %s:%d failed: %s', host, port, (explained as Error).message);
+      throw explained;
     }
     debug('connect to %s:%d established (error handling %s)', host, port, mode);
     return endpoint;
