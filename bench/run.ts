@@ -37,7 +37,7 @@ import {
 } from './report.js';
 import { PERF_TESTS } from '../cli/perf/tests.js';
 import { TwoHosts, twoHostsUnavailable } from '../test/helpers/two-hosts.js';
-import { findUcxxWheel, type UcxxWheel } from '../test/helpers/ucxx-wheel.js';
+import { findUcxxWheel, ucxxLinkArgs, type UcxxWheel } from '../test/helpers/ucxx-wheel.js';
 
 // This file runs as build/bench/run.js (tsconfig.test.json: rootDir ".", outDir "build"): the repository
 // root is two levels up from it.
@@ -682,9 +682,7 @@ function buildUcxxCpp(wheel: UcxxWheel): { binary: string } | { error: string } 
   const binary = path.join(dir, 'ucxx_bench');
   try {
     execFileSync('g++', [
-      '-std=c++17', '-O2', '-Wall', '-Wextra', '-fdiagnostics-color=never', UCXX_CPP_SOURCE, '-o', binary,
-      `-isystem${wheel.libucxxInclude}`, `-isystem${wheel.libucxInclude}`, `-L${wheel.libucxxLib}`, `-L${wheel.libucxLib}`,
-      '-lucxx', '-lucp', '-lucs', '-Wl,--disable-new-dtags', `-Wl,-rpath,${wheel.libucxxLib}:${wheel.libucxLib}`,
+      '-std=c++17', '-O2', '-Wall', '-Wextra', '-fdiagnostics-color=never', UCXX_CPP_SOURCE, '-o', binary, ...ucxxLinkArgs(wheel),
     ], { stdio: 'pipe', timeout: 180_000 });
   } catch (err) {
     const e = err as { code?: string; stderr?: Buffer; message?: string };

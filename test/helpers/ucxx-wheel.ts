@@ -83,6 +83,17 @@ export function ucxxGate(t: TestContext, version: readonly [number, number, numb
 
 const binaries = new Map<string, string>();
 
+/**
+ * g++'s include, library and link arguments for a program on libucxx from the wheels: an RPATH (not a
+ * RUNPATH) to the wheel's libucxx and libucx, so that libucxx's own libucp comes from the wheel too.
+ */
+export function ucxxLinkArgs(wheel: UcxxWheel): string[] {
+  return [
+    `-isystem${wheel.libucxxInclude}`, `-isystem${wheel.libucxInclude}`, `-L${wheel.libucxxLib}`, `-L${wheel.libucxLib}`,
+    '-lucxx', '-lucp', '-lucs', '-Wl,--disable-new-dtags', `-Wl,-rpath,${wheel.libucxxLib}:${wheel.libucxLib}`,
+  ];
+}
+
 /** Compiles test/cpp/<name>.cpp once per run against the ucxx and UCX wheels; fails with g++'s output. */
 export function compileUcxxPeer(wheel: UcxxWheel, name: string): string {
   const cached = binaries.get(name);
@@ -93,9 +104,7 @@ export function compileUcxxPeer(wheel: UcxxWheel, name: string): string {
   const out = join(dir, name);
   try {
     execFileSync('g++', [
-      '-std=c++17', '-O1', '-Wall', '-Wextra', '-fdiagnostics-color=never', source, '-o', out,
-      `-isystem${wheel.libucxxInclude}`, `-isystem${wheel.libucxInclude}`, `-L${wheel.libucxxLib}`, `-L${wheel.libucxLib}`,
-      '-lucxx', '-lucp', '-lucs', '-Wl,--disable-new-dtags', `-Wl,-rpath,${wheel.libucxxLib}:${wheel.libucxLib}`,
+      '-std=c++17', '-O1', '-Wall', '-Wextra', '-fdiagnostics-color=never', source, '-o', out, ...ucxxLinkArgs(wheel),
     ], { stdio: 'pipe', timeout: 120_000 });
   } catch (err) {
     const e = err as { code?: string; stderr?: Buffer; message?: string };
