@@ -25,6 +25,8 @@ export { HandshakeError, MessageFormatError, type HandshakeFailure } from '../uc
 export {
   InvalidArgumentError, ArgumentOutOfRangeError, InsufficientMemoryError, IllegalConstructorError, InvalidStateError,
 } from './misuse.js';
+import { UCXX_TS_ERROR } from './brand.js';
+export { UcxxTsError, isUcxxTsError } from './brand.js';
 
 /**
  * A UCX operation failed with a UCS error status.
@@ -39,6 +41,8 @@ export {
  * ```
  */
 export class UcxError extends Error {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** The class name: 'UcxError', or the status's subclass ('CanceledError', ...). */
   override name = 'UcxError';
   /** The `ucs_status_t` value (negative). */
@@ -553,6 +557,8 @@ export class ConnectionAcceptError extends UcxError {
  * ```
  */
 export class ClosedError extends Error {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'ClosedError'. */
   override readonly name = 'ClosedError';
   /** Always 'UCXX_ERR_CLOSED'. */
@@ -579,6 +585,8 @@ export class ClosedError extends Error {
  * ```
  */
 export class RemoteAccessError extends Error {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'RemoteAccessError'. */
   override readonly name = 'RemoteAccessError';
   /** Always 'UCXX_ERR_REMOTE_ACCESS'. */

@@ -2,9 +2,10 @@
  * Errors for misuse of the API: a wrong argument, a value out of range, a constructor that is not
  * public, an operation the object's state does not allow. Each has a stable `code`, in the style of
  * Node's `ERR_INVALID_ARG_TYPE` and undici's `InvalidArgumentError`, and subclasses TypeError or
- * RangeError so that code testing for those keeps working. Kept free of imports (re-exported by
- * errors/index.ts) so that every module, however early it loads, can use them.
+ * RangeError so that code testing for those keeps working. They import nothing but errors/brand.ts (and
+ * errors/index.ts re-exports them), so that every module, however early it loads, can use them.
  */
+import { UCXX_TS_ERROR } from './brand.js';
 
 /**
  * An argument of the wrong type or shape (a string for an options object, a detached buffer...).
@@ -19,6 +20,8 @@
  * ```
  */
 export class InvalidArgumentError extends TypeError {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'InvalidArgumentError'. */
   override readonly name: string = 'InvalidArgumentError';
   /** Always 'UCXX_ERR_INVALID_ARG'. */
@@ -38,6 +41,8 @@ export class InvalidArgumentError extends TypeError {
  * ```
  */
 export class ArgumentOutOfRangeError extends RangeError {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'ArgumentOutOfRangeError'. */
   override readonly name: string = 'ArgumentOutOfRangeError';
   /** Always 'UCXX_ERR_OUT_OF_RANGE'. */
@@ -59,6 +64,8 @@ export class ArgumentOutOfRangeError extends RangeError {
  * ```
  */
 export class InsufficientMemoryError extends RangeError {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'InsufficientMemoryError'. */
   override readonly name: string = 'InsufficientMemoryError';
   /** Always 'UCXX_ERR_INSUFFICIENT_MEMORY'. */
@@ -78,6 +85,8 @@ export class InsufficientMemoryError extends RangeError {
  * ```
  */
 export class IllegalConstructorError extends TypeError {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'IllegalConstructorError'. */
   override readonly name: string = 'IllegalConstructorError';
   /** Always 'UCXX_ERR_ILLEGAL_CONSTRUCTOR'. */
@@ -99,6 +108,8 @@ export class IllegalConstructorError extends TypeError {
  * ```
  */
 export class InvalidStateError extends TypeError {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'InvalidStateError'. */
   override readonly name: string = 'InvalidStateError';
   /** Always 'UCXX_ERR_INVALID_STATE'. */

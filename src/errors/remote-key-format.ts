@@ -1,3 +1,5 @@
+import { UCXX_TS_ERROR } from './brand.js';
+
 /**
  * Thrown when a serialized remote key (the ucxx wire format) or the packed UCP remote key inside it
  * is malformed: wrong length, checksum mismatch, fields out of range, or a packed key whose structure
@@ -14,6 +16,8 @@
  * ```
  */
 export class RemoteKeyFormatError extends Error {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'UCXX_ERR_REMOTE_KEY_FORMAT'. */
   readonly code = 'UCXX_ERR_REMOTE_KEY_FORMAT' as const;
   /** Always 'RemoteKeyFormatError'. */

@@ -2,6 +2,7 @@
  * Errors of ucxx's own wire protocols (tagMulti headers, active-message headers): bytes a peer sent
  * that are not what ucxx produces. Raised before anything is allocated from the values they carry.
  */
+import { UCXX_TS_ERROR } from './brand.js';
 
 /** Which ucxx header was malformed. */
 export type UcxxHeaderKind = 'tag-multi' | 'am';
@@ -19,6 +20,8 @@ export type UcxxHeaderKind = 'tag-multi' | 'am';
  * ```
  */
 export class UcxxHeaderFormatError extends Error {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'UCXX_ERR_HEADER_FORMAT'. */
   readonly code = 'UCXX_ERR_HEADER_FORMAT' as const;
   /** Always 'UcxxHeaderFormatError'. */
@@ -48,6 +51,8 @@ export class UcxxHeaderFormatError extends Error {
  * ```
  */
 export class UcxxCudaFrameError extends Error {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'UCXX_ERR_CUDA_FRAME'. */
   readonly code = 'UCXX_ERR_CUDA_FRAME' as const;
   /** Always 'UcxxCudaFrameError'. */

@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import koffi from 'koffi';
 import * as path from 'node:path';
+import { UCXX_TS_ERROR } from '../errors/brand.js';
 
 export type LibraryHandle = ReturnType<typeof koffi.load>;
 
@@ -26,6 +27,8 @@ export type LibraryHandle = ReturnType<typeof koffi.load>;
  * ```
  */
 export class UcxLibraryNotFoundError extends Error {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'UcxLibraryNotFoundError'. */
   override readonly name = 'UcxLibraryNotFoundError';
   /** Always 'UCXX_ERR_LIBRARY_NOT_FOUND'. */

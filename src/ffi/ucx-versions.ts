@@ -7,6 +7,7 @@
  * (every `*_params_t` only grows at its end behind `field_mask`; the layout probe compiles against each
  * version's headers and checks them) and the constants of src/ffi/constants.ts (checked the same way).
  */
+import { UCXX_TS_ERROR } from '../errors/brand.js';
 
 /** Which parser of UCX's own byte formats applies (src/internal/worker-address.ts, packed-rkey.ts, ...). */
 export type UcxFormat = '1.13' | '1.20' | 'unvalidated';
@@ -169,6 +170,8 @@ export const SUPPORTED_UCX = {
  * ```
  */
 export class UnsupportedUcxVersionError extends Error {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'UnsupportedUcxVersionError'. */
   override readonly name = 'UnsupportedUcxVersionError';
   /** Always 'UCXX_ERR_UCX_VERSION'. */

@@ -66,6 +66,7 @@
  */
 import { InvalidArgumentError } from '../errors/misuse.js';
 import { UCX_PROFILES, loadedProfile, loadedVersion, requireLoadedProfile, type UcxFormat } from '../ffi/ucx-versions.js';
+import { UCXX_TS_ERROR } from '../errors/brand.js';
 
 /**
  * Thrown for a worker address that is not shaped like one `ucp_worker_query` packs.
@@ -80,6 +81,8 @@ import { UCX_PROFILES, loadedProfile, loadedVersion, requireLoadedProfile, type 
  * ```
  */
 export class WorkerAddressFormatError extends Error {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'UCXX_ERR_WORKER_ADDRESS_FORMAT'. */
   readonly code = 'UCXX_ERR_WORKER_ADDRESS_FORMAT' as const;
   /** Always 'WorkerAddressFormatError'. */

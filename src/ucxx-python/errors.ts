@@ -2,6 +2,7 @@
  * The errors of the ucxx Python protocol layer. They live here, free of any FFI import, so the pure codecs
  * can throw them; src/errors/index.ts re-exports them.
  */
+import { UCXX_TS_ERROR } from '../errors/brand.js';
 
 /** Why a ucxx Python handshake failed. */
 export type HandshakeFailure =
@@ -29,6 +30,8 @@ export type HandshakeFailure =
  * ```
  */
 export class HandshakeError extends Error {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'HandshakeError'. */
   override readonly name = 'HandshakeError';
   /** Always 'UCXX_ERR_HANDSHAKE'. */
@@ -61,6 +64,8 @@ export class HandshakeError extends Error {
  * ```
  */
 export class MessageFormatError extends Error {
+  /** @internal Marks it as ucxx-ts's (errors/brand.ts). */
+  readonly [UCXX_TS_ERROR] = true;
   /** Always 'MessageFormatError'. */
   override readonly name = 'MessageFormatError';
   /** Always 'UCXX_ERR_MESSAGE_FORMAT'. */
