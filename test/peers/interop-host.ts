@@ -146,10 +146,13 @@ async function handle(command: Command): Promise<object> {
     case 'send-stock': {
       const { endpoint } = current();
       const message = ourMessage(command.api as Api, command.size as number);
+      // The lanes first: the stock server closes as soon as it has printed the message, so the endpoint
+      // may be closed by its peer once the send completes.
+      const wired = lanes(endpoint);
       if (command.api === 'tag') await guard(endpoint.tagSend(message, TAG), 'tag send');
       else if (command.api === 'stream') await guard(endpoint.streamSend(message), 'stream send');
       else await guard(endpoint.amSend(AM_ID, null, message), 'AM send');
-      return { lanes: lanes(endpoint) };
+      return { lanes: wired };
     }
     case 'receive-stock': {
       const s = session;
