@@ -21,6 +21,7 @@ import { EventEmitter } from 'node:events';
 import { SlotTable } from './internal/slot-table.js';
 import { decodeSockaddr, encodeSockaddr, type SocketAddress } from './internal/sockaddr.js';
 import { peerKey, socketsOnPort } from './internal/port-sockets.js';
+import { isUcxxTsClientId } from './internal/client-id.js';
 import { Endpoint, type EndpointOptions, type PeerAddress } from './endpoint.js';
 import type { Worker } from './worker.js';
 import { InvalidArgumentError, INTERNAL, checkConstructorToken } from './errors/misuse.js';
@@ -67,6 +68,13 @@ export interface ConnectionRequest {
   readonly clientAddress: PeerAddress | null;
   /** The port of the listener it came to. */
   readonly listenerPort: number;
+  /**
+   * The client id the client's UCX sent with the request (`UCP_EP_PARAMS_FLAGS_SEND_CLIENT_ID`), or null
+   * when it sent none (ucxx's clients and UCX's examples send none).
+   */
+  readonly clientId: bigint | null;
+  /** Whether the client is a ucxx-ts worker (its client id says so). */
+  readonly fromUcxxTs: boolean;
 }
 
 const K = CONSTANTS;
@@ -91,6 +99,15 @@ function clientAddress(connRequest: bigint): SocketAddress | null {
   requestAttr.setU64('field_mask', K.UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR);
   if (ucx().ucp_conn_request_query(connRequest, requestAttr.buffer) !== 0) return null;
   return decodeSockaddr(requestAttr.buffer, requestAttr.offset('client_address'));
+}
+
+/** The client id a connection request carries (src/internal/client-id.ts), or null when it has none. */
+function clientId(connRequest: bigint): bigint | null {
+  requestAttr ??= new StructBuffer(layouts.ucp_conn_request_attr_t);
+  requestAttr.setU64('field_mask', K.UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ID).setU64('client_id', 0n);
+  if (ucx().ucp_conn_request_query(connRequest, requestAttr.buffer) !== 0) return null;
+  const id = requestAttr.getU64('client_id');
+  return id === 0n ? null : id;
 }
 
 function addressText({ host, port }: SocketAddress): string {
@@ -313,7 +330,10 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     }
     let verdict: unknown;
     try {
-      verdict = decide(Object.freeze({ clientAddress: address, listenerPort: this.#port }));
+      const id = clientId(connRequest);
+      verdict = decide(Object.freeze({
+        clientAddress: address, listenerPort: this.#port, clientId: id, fromUcxxTs: id !== null && isUcxxTsClientId(id),
+      }));
     } catch (err) {
       this.#decided(connRequest, address, false);
       process.nextTick(() => { throw err; });

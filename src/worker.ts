@@ -46,6 +46,7 @@ import type { AmReceiverCallbackInfo } from './ucxx/am-header.js';
 import { tagMultiRecv, type TagMultiRecvOptions } from './ucxx/tag-multi.js';
 import { ProbeWaits } from './engine/probe-waits.js';
 import { handshakeNamed } from './worker/handshakes.js';
+import { newClientId } from './internal/client-id.js';
 import { explainConnectFailure, resolveErrorMode } from './worker/connect.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken,
@@ -158,11 +159,13 @@ export class Worker {
     }
     this.#context = context;
     const params = new StructBuffer(layouts.ucp_worker_params_t);
-    params.setU64('field_mask', K.UCP_WORKER_PARAM_FIELD_THREAD_MODE).setU32('thread_mode', 0);
+    // The client id marks this worker's connection requests as ucxx-ts's (src/internal/client-id.ts).
+    params.setU64('field_mask', K.UCP_WORKER_PARAM_FIELD_THREAD_MODE | K.UCP_WORKER_PARAM_FIELD_CLIENT_ID)
+      .setU32('thread_mode', 0).setU64('client_id', newClientId());
     let name: Buffer | undefined;
     if (options.name !== undefined) {
       name = Buffer.from(`${options.name}\0`);
-      params.setU64('field_mask', K.UCP_WORKER_PARAM_FIELD_THREAD_MODE | K.UCP_WORKER_PARAM_FIELD_NAME);
+      params.setU64('field_mask', params.getU64('field_mask') | K.UCP_WORKER_PARAM_FIELD_NAME);
       params.setPtr('name', addressOf(name));
     }
     const out = new OutCell();
@@ -676,7 +679,7 @@ export class Worker {
     const endpoint = Endpoint[kCreate](INTERNAL, this, handle, options, mode, (params) => {
       params
         .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_SOCK_ADDR | K.UCP_EP_PARAM_FIELD_FLAGS)
-        .setU32('flags', Number(K.UCP_EP_PARAMS_FLAGS_CLIENT_SERVER))
+        .setU32('flags', Number(K.UCP_EP_PARAMS_FLAGS_CLIENT_SERVER | K.UCP_EP_PARAMS_FLAGS_SEND_CLIENT_ID))
         .setPtr('sockaddr.addr', addressOf(sockaddr))
         .setU32('sockaddr.addrlen', sockaddr.length);
     }, `${host}:${port}`, { host: ip, port });

@@ -58,7 +58,11 @@ test('accept decides per client: the first two are accepted and talk, the third 
     assert.equal(request.listenerPort, listener.port);
     assert.equal(request.clientAddress?.host, '127.0.0.1');
     assert.ok((request.clientAddress?.port ?? 0) > 0);
+    // A ucxx-ts client says so in its client id: 'ucxt' and the worker's number.
+    assert.equal(request.fromUcxxTs, true);
+    assert.equal((request.clientId ?? 0n) >> 32n, 0x75637874n);
   }
+  assert.equal(new Set(requests.map((r) => r.clientId)).size, 1, "one worker's requests carry one id");
   await new Promise((resolve) => setTimeout(resolve, 100));
   assert.equal(accepted.length, 2, 'a refused client is not handed out');
   assert.deepEqual(connectionErrors, [], "a refusal is the application's choice, not a 'connectionError'");
@@ -79,7 +83,10 @@ test("UCX's stock client refused by accept fails to connect, and the next one, a
   const worker = context.createWorker();
   let seen = 0;
   const accepted: Endpoint[] = [];
-  const listener = worker.listen({ host: '127.0.0.1', port: 0, accept: () => seen++ > 0 }, (ep) => accepted.push(ep));
+  const ids: (bigint | null)[] = [];
+  const listener = worker.listen({
+    host: '127.0.0.1', port: 0, accept: (request) => { ids.push(request.fromUcxxTs ? -1n : request.clientId); return seen++ > 0; },
+  }, (ep) => accepted.push(ep));
   const refused = await runStockClient(['-a', '127.0.0.1', '-p', String(listener.port), '-c', 'tag', '-s', '16']);
   assert.notEqual(refused.code, 0, `the refused stock client reported success:\n${refused.output}`);
   assert.equal(refused.signal, null, refused.output);
@@ -90,6 +97,7 @@ test("UCX's stock client refused by accept fails to connect, and the next one, a
   assert.equal(info.length, 16);
   assert.equal(seen, 2);
   assert.equal(accepted.length, 1);
+  assert.deepEqual(ids, [null, null], 'the stock client sends no client id');
 });
 
 test('a real ucxx Python client refused by accept: create_endpoint raises UCXXRejectedError', async (t) => {
@@ -98,7 +106,8 @@ test('a real ucxx Python client refused by accept: create_endpoint raises UCXXRe
   await using context = new Context();
   const worker = context.createWorker();
   let asked = 0;
-  const listener = worker.listen({ host: '127.0.0.1', port: 0, accept: () => { asked++; return false; } });
+  let fromUcxxTs: boolean | undefined;
+  const listener = worker.listen({ host: '127.0.0.1', port: 0, accept: (request) => { asked++; fromUcxxTs = request.fromUcxxTs; return false; } });
   const script = join(ROOT, 'test', 'python', 'ucxx_real_peer.py');
   const python = spawn(wheel.python, ['-u', script, 'client', '127.0.0.1', String(listener.port), 'echo-client'], {
     env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' }, stdio: ['ignore', 'pipe', 'pipe'],
@@ -112,4 +121,5 @@ test('a real ucxx Python client refused by accept: create_endpoint raises UCXXRe
   assert.equal(code, 1, output);
   assert.match(output, /FAIL in phase connecting: UCXXRejectedError/, output);
   assert.equal(asked, 1);
+  assert.equal(fromUcxxTs, false, 'a ucxx Python client is not taken for ucxx-ts');
 });
