@@ -709,7 +709,7 @@ export class Worker {
       const explained = explainConnectFailure(err, {
         host, port, ip, mode, listenedBefore, features: this.#context.features, refused: refusedStatus,
       });
-      debug('connect to %s:%d failed: %s', host, port, (explained as Error).message);
+      debug(refusedStatus ? 'connect to %s:%d refused: %s' : 'connect to %s:%d failed: %s', host, port, (explained as Error).message);
       throw explained;
     }
     debug('connect to %s:%d established (error handling %s)', host, port, mode);
