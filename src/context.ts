@@ -68,8 +68,8 @@ export interface ContextOptions {
    * How long, in ms, a failed peer (killed, stopped, or cut off by the network) may go unnoticed before
    * its endpoints fail: their pending operations reject (EndpointTimeoutError or the error UCX
    * reported) and the endpoint emits 'error' then 'close'. Default 10_000; `Infinity` turns ucxx-ts's
-   * own watchdog off and leaves UCX's timers at their defaults (minutes on a cut link). It sets UCX's
-   * keepalive and TCP keepalive timers of this context (docs/reliability.md says which and why), and
+   * own watchdog off and leaves UCX's timers at their defaults (minutes on a cut link). It sets the TCP
+   * keepalive timers of this context's UCX sockets (docs/reliability.md says which and why), and
    * ucxx-ts's per-endpoint watchdog, for what those timers cannot see.
    */
   failureTimeout?: number;
@@ -98,16 +98,16 @@ export const DEFAULT_FAILURE_TIMEOUT = 10_000;
  * The UCX settings that `failureTimeout` (ms) drives. Names without their table prefix; the TCP ones
  * are handed to ucp_config_modify as the loaded version spells them (UcxProfile.tcpOptionName: bare on
  * 1.13, `TCP_KEEPIDLE` from 1.14 on). None of them changes lane selection or anything on the wire: timers only.
- * - KEEPALIVE_INTERVAL: UCP's keepalive round (PEER-mode endpoints): a small message on an idle
- *   connection, so that a dead TCP connection shows up as a send error.
  * - KEEPIDLE/KEEPINTVL/KEEPCNT: the kernel's keepalive on UCX's TCP sockets (whole seconds, at least 1).
+ * UCP's own keepalive round (KEEPALIVE_INTERVAL) stays at UCX's default, as in ucxx: it puts a message
+ * on the wire, and a short round made replies from a peer that force-closes right after sending them
+ * (ucxx's close in PEER mode) get lost (docs/reliability.md).
  */
 export function failureTimeoutSettings(timeoutMs: number): Record<string, string> {
   const seconds = Math.max(2, Math.floor(timeoutMs / 1000));
   const idle = Math.max(1, Math.floor(seconds / 2));
   const count = Math.max(1, seconds - idle);
   return {
-    KEEPALIVE_INTERVAL: `${Math.max(100, Math.floor(timeoutMs / 4))}ms`,
     KEEPIDLE: `${idle}s`,
     KEEPINTVL: '1s',
     KEEPCNT: String(count),
@@ -205,10 +205,10 @@ export class Context {
       const { tcpOptionName, contextDefaults } = ucxProfile();
       Object.assign(derived, contextDefaults);
       for (const [name, value] of Object.entries(derived)) {
-        const spellings = name in contextDefaults || name === 'KEEPALIVE_INTERVAL' ? [name] : name === 'CM_REUSEADDR'
+        const spellings = name in contextDefaults ? [name] : name === 'CM_REUSEADDR'
           ? [name, 'TCP_CM_REUSEADDR', 'RDMA_CM_REUSEADDR'] : [name, `TCP_${name}`];
         if (spellings.some((n) => requested.has(n) || process.env[`UCX_${n}`] !== undefined)) continue;
-        const plain = name in contextDefaults || name === 'KEEPALIVE_INTERVAL';
+        const plain = name in contextDefaults;
         const modified = plain ? name : tcpOptionName(name);
         const status = api.ucp_config_modify(config, modified, value);
         if (status !== 0) throw new ConfigError(status, modified, value);

@@ -662,13 +662,30 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     // that nothing can match fails, with ClosedError.
     if (this.#state !== 'open' && this.#failure !== undefined) {
       if (this.#state === 'failed' && this.#peerClosed) {
-        return this.#worker[kTagRecv](buffer, tag, tagMask, this.#receives, options.signal);
+        return this.#received(this.#worker[kTagRecv](buffer, tag, tagMask, this.#receives, options.signal));
       }
       if (this.#worker.tagProbe(tag, tagMask) !== null) return this.#worker[kTagRecv](buffer, tag, tagMask, null, options.signal);
     }
     this[kLive]('tagRecv');
-    return this.#worker[kTagRecv](buffer, tag, tagMask, this.#receives, options.signal);
+    return this.#received(this.#worker[kTagRecv](buffer, tag, tagMask, this.#receives, options.signal));
   }
+
+  /**
+   * A receive of this endpoint that UCX fails with the connection's reset (a message this peer sent
+   * that can no longer arrive whole) makes the peer's close a failure, as a send's does.
+   */
+  #received(request: Request<TagRecvInfo>): Request<TagRecvInfo> {
+    if (request.completed) {
+      if (request.status === UCS_ERR_CONNECTION_RESET) this.#opsFailed++;
+    } else {
+      request[kOnSettle] = this.#receiveSettled;
+    }
+    return request;
+  }
+
+  readonly #receiveSettled = (status: number): void => {
+    if (status === UCS_ERR_CONNECTION_RESET) this.#opsFailed++;
+  };
 
   /**
    * Sends bytes on the endpoint's stream (`ucp_stream_send_nbx`): an ordered byte stream with no

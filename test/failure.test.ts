@@ -155,6 +155,12 @@ test('failureTimeout: checked, and it sets the TCP keepalive timers of the conte
   assert.equal(config['TCP_KEEPINTVL'], '1s');
   assert.equal(config['TCP_KEEPCNT'], '2');
   assert.equal(config['TCP_CM_REUSEADDR'], 'y');
+  // UCP's keepalive round stays UCX's, as in ucxx: a short one cost replies from a peer that
+  // force-closes right after sending them (docs/reliability.md).
+  const untouched = new Context({ failureTimeout: Infinity });
+  assert.ok(config['KEEPALIVE_INTERVAL'] !== undefined, 'UCX prints its KEEPALIVE_INTERVAL');
+  assert.equal(config['KEEPALIVE_INTERVAL'], untouched.getConfig()['KEEPALIVE_INTERVAL']);
+  void untouched.close();
   void context.close();
   const off = new Context({ failureTimeout: Infinity, reuseAddress: false });
   assert.equal(off.getConfig()['TCP_KEEPIDLE'], undefined);

@@ -198,19 +198,21 @@ describe('busyPollUs defaults', () => {
     const sender = context.createWorker(options);
     const endpoint = sender.connectToAddress(worker.getAddress());
     await sleep(50);
-    let total = 0;
+    // The median of 20: on a loaded machine one round can be preempted mid-grace and count anything.
+    const counts: number[] = [];
     for (let i = 0; i < 20; i++) {
       const receive = worker.tagRecv(new Uint8Array(8), 7n);
       await within(endpoint.tagSend(new Uint8Array(8), 7n), 5000, 'send');
       await within(receive, 5000, 'receive');
       const start = worker.progressCount;
       await sleep(15);
-      total += worker.progressCount - start;
+      counts.push(worker.progressCount - start);
     }
     await endpoint.close();
     worker.close();
     sender.close();
-    return total / 20;
+    counts.sort((a, b) => a - b);
+    return ((counts[9] as number) + (counts[10] as number)) / 2;
   }
 
   test("'event' polls briefly after activity (default 50 us, as short as busyPollUs: 50), 'polling' for long (1 ms)", async (t) => {
@@ -223,13 +225,14 @@ describe('busyPollUs defaults', () => {
     const polling1000 = await passesAfterActivity(context, { progressMode: 'polling', busyPollUs: 1000 });
     t.diagnostic(`passes after activity: event ${eventDefault} (50: ${event50}, 1000: ${event1000}); ` +
       `polling ${pollingDefault} (50: ${polling50}, 1000: ${polling1000})`);
-    // A 1 ms grace runs thousands of passes; 50 us a few hundred (the sleep's own wake-ups count too).
-    // Ratios, not absolute counts: a busy machine slows every pass alike, and takes the 1 ms grace down
-    // to 8x of the 50 us one (seen with a load average of 5 on 2 cores), from 11x on an idle one.
-    assert.ok(event1000 > 5 * event50, `busyPollUs 1000 vs 50 is not measurable here: ${event1000} vs ${event50}`);
-    assert.ok(eventDefault * 5 < event1000, `'event' default polls like 1000 us: ${eventDefault} vs ${event1000}`);
+    // A 1 ms grace runs thousands of passes; 50 us about 260 (a floor: the engine reads the clock once
+    // per 256 empty calls, so counts move in steps of 128-256). Ratios, not absolute counts: a busy
+    // machine slows every pass alike. Medians here: 15x on UCX 1.13.1, 3-5x on 1.20.1, whose progress
+    // calls cost more.
+    assert.ok(event1000 > 2 * event50, `busyPollUs 1000 vs 50 is not measurable here: ${event1000} vs ${event50}`);
+    assert.ok(eventDefault * 2 < event1000, `'event' default polls like 1000 us: ${eventDefault} vs ${event1000}`);
     assert.ok(eventDefault < 3 * event50 + 5, `'event' default polls longer than 50 us: ${eventDefault} vs ${event50}`);
-    assert.ok(pollingDefault > 5 * polling50, `'polling' default polls like 50 us: ${pollingDefault} vs ${polling50}`);
+    assert.ok(pollingDefault > 2 * polling50, `'polling' default polls like 50 us: ${pollingDefault} vs ${polling50}`);
     assert.ok(pollingDefault > polling1000 / 5 && pollingDefault < polling1000 * 5,
       `'polling' default is not ~1000 us: ${pollingDefault} vs ${polling1000}`);
   });

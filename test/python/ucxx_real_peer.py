@@ -24,6 +24,10 @@ Scenarios:
   echo:N    (server) ucxx's send_recv echo, for N connections one after the other: recv_obj, then at once
             send_obj of it, send_multi of [it, 100 bytes (seed 9)], send of 8 bytes (seed 10), and close:
             the peer receives after this side has closed.
+  quickstart:N:SIZE  (server) ucxx's quickstart, for N connections one after the other: recv of SIZE bytes,
+            check they are all 0, add 1 to each, send them back and close at once.
+  quickstart-client:SIZE  (client) the quickstart's client: send SIZE zero bytes, recv SIZE bytes, print
+            "QUICKSTART OK" when every byte is 1, or "QUICKSTART RAISED <class>: <message>".
 """
 
 import asyncio
@@ -173,6 +177,31 @@ async def scenario(ep, name):
         await ep.send_multi([np.frombuffer(bytes(obj), dtype=np.uint8), pattern(100, 9)])
         await ep.send(pattern(8, 10))
         await ep.close()
+    elif name.startswith("quickstart-client:"):
+        size = int(name.split(":")[1])
+        step("quickstart-client: send, recv")
+        await ep.send(np.zeros(size, dtype="u1"))
+        back = np.empty(size, dtype="u1")
+        try:
+            await ep.recv(back)
+        except Exception as e:  # what ucxx raises is what this test reports
+            print(f"QUICKSTART RAISED {type(e).__name__}: {e}", flush=True)
+        else:
+            if np.count_nonzero(back != 1) != 0:
+                fail("quickstart-client: a byte is not 1")
+            print("QUICKSTART OK", flush=True)
+        await ep.close()
+    elif name.startswith("quickstart:"):
+        size = int(name.split(":")[2])
+        step("quickstart: recv")
+        arr = np.empty(size, dtype="u1")
+        await ep.recv(arr)
+        if np.count_nonzero(arr) != 0:
+            fail("quickstart: the client's bytes are not all 0")
+        arr += 1
+        step("quickstart: send, close")
+        await ep.send(arr)
+        await ep.close()
     elif name == "source":
         data = pattern(SOURCE_SIZE, 51)
         print("READY", flush=True)
@@ -188,7 +217,8 @@ async def main(argv):
     if role == "server":
         name = argv[2]
         finished = asyncio.get_running_loop().create_future()
-        remaining = [int(name.split(":")[1]) if name.startswith("echo:") else 1]
+        many = name.startswith("echo:") or name.startswith("quickstart:")
+        remaining = [int(name.split(":")[1]) if many else 1]
 
         async def handler(ep):
             try:
