@@ -314,12 +314,18 @@ describe('active messages', () => {
     const endpoint = sender.connectToAddress(target.getAddress());
     let seen!: (m: AmMessage) => void;
     const seenPromise = new Promise<AmMessage>((resolve) => { seen = resolve; });
+    // The handler's own promise too: the sender may complete before an awaited msg.receive() resumes.
+    let handled: Promise<void> = Promise.resolve();
     target.setAmHandler(9, (msg) => {
       seen(msg);
-      return handler(msg);
+      const result = handler(msg);
+      handled = Promise.resolve(result);
+      return result;
     });
     const sent = await within(Promise.resolve(send(endpoint)).then(() => 'completed', (e: unknown) => e), 5000, 'the amSend');
-    return { seen: await within(seenPromise, 2000, 'the handler'), sent };
+    const message = await within(seenPromise, 2000, 'the handler');
+    await within(handled, 2000, 'the handler to settle');
+    return { seen: message, sent };
   }
 
   for (const [protocol, size, rendezvous] of [
