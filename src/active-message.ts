@@ -35,6 +35,7 @@ import {
 } from './internal/symbols.js';
 import type { Endpoint } from './endpoint.js';
 import { onStreamEndMessage } from './endpoint/stream-end.js';
+import { AM_ID_MAX, AM_ID_STREAM_END } from './am-ids.js';
 import type { Worker } from './worker.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken,
@@ -45,28 +46,6 @@ const RECV_PARAM = layouts.ucp_am_recv_param_t;
 /** The receive attributes ucxx-ts reads are all in the low 32 bits of `recv_attr`. */
 const ATTR_REPLY_EP = Number(K.UCP_AM_RECV_ATTR_FIELD_REPLY_EP);
 const ATTR_RNDV = Number(K.UCP_AM_RECV_ATTR_FLAG_RNDV);
-/**
- * UCP carries AM ids in 16 bits. The highest, `AM_ID_STREAM_END`, is ucxx-ts's own: ids 0 to
- * AM_ID_MAX - 1 are the program's.
- *
- * @example
- * ```ts
- * if (!Number.isInteger(id) || id < 0 || id >= AM_ID_MAX) throw new RangeError(`not an AM id of ours: ${id}`);
- * worker.setAmHandler(id, handler);
- * ```
- */
-export const AM_ID_MAX = 0xffff;
-/**
- * The AM id ucxx-ts reserves for the Duplex's end-of-stream marker (see `createEndpointDuplex`):
- * `setAmHandler`, `amMessages` and `amSend` refuse it (ArgumentOutOfRangeError). A worker whose
- * context has the 'am' feature handles it from its creation, so a marker that arrives first is kept.
- *
- * @example
- * ```ts
- * worker.setAmHandler(AM_ID_STREAM_END, handler); // throws ArgumentOutOfRangeError: the id is reserved
- * ```
- */
-export const AM_ID_STREAM_END = AM_ID_MAX;
 /** Zero bytes, shared (nothing can be written into it). */
 const EMPTY = new Uint8Array(0);
 

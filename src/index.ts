@@ -12,7 +12,8 @@ export {
   type AtomicOptions, type OperationOptions, type PeerAddress,
 } from './endpoint.js';
 export type { EndpointTransport, LaneUsage } from './internal/endpoint-info.js';
-export { AmMessage, AM_ID_MAX, AM_ID_STREAM_END, AM_IDS_HELD, type AmHandler } from './active-message.js';
+export { AmMessage, AM_IDS_HELD, type AmHandler } from './active-message.js';
+export { AM_ID_MAX, AM_ID_STREAM_END } from './am-ids.js';
 export { UcxxAmMessage, UCXX_AM_ID, type UcxxAmSendOptions, type AmReceiverCallback } from './ucxx/am.js';
 export { type TagMultiRecvOptions } from './ucxx/tag-multi.js';
 export {
@@ -24,9 +25,8 @@ export {
 } from './ucxx/am-header.js';
 export { createEndpointDuplex, type EndpointDuplexOptions } from './endpoint-stream.js';
 export { MemoryHandle, type MemoryHandleOptions, type MemoryAccess } from './memory-handle.js';
-export {
-  RemoteKey, createRemoteKeyFromMemoryHandle, createRemoteKeyFromSerialized, type RemoteKeyAccess,
-} from './remote-key.js';
+export { RemoteKey, type RemoteKeyAccess } from './remote-key.js';
+export { createRemoteKeyFromMemoryHandle, createRemoteKeyFromSerialized } from './create-remote-key.js';
 export { Request, type TagRecvInfo } from './request.js';
 export {
   UcxxPythonEndpoint, UcxxPythonListener, UCXX_PYTHON_FEATURES, hash64bits, type PyValue, type UcxxPythonConnectOptions,

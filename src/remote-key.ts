@@ -29,8 +29,8 @@ import {
 import { checkPackedRkeyAgainstReference } from './internal/packed-rkey.js';
 import { checkSharedMemoryRecords } from './internal/shm-rkey-check.js';
 import { endpointUnpacksRecord } from './internal/rkey-reach.js';
-import { Endpoint } from './endpoint.js';
-import { MemoryHandle } from './memory-handle.js';
+import type { Endpoint } from './endpoint.js';
+import type { MemoryHandle } from './memory-handle.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
 } from './errors/misuse.js';
@@ -257,31 +257,4 @@ export class RemoteKey {
   #live(): void {
     if (this.#closed) throw new ClosedError('the RemoteKey');
   }
-}
-
-/**
- * Packs a remote key for a memory handle (ucxx's name; the same as `memoryHandle.createRemoteKey()`).
- *
- * @example
- * ```ts
- * const bytes = createRemoteKeyFromMemoryHandle(region).serialize();
- * ```
- */
-export function createRemoteKeyFromMemoryHandle(memoryHandle: MemoryHandle): RemoteKey {
-  if (!(memoryHandle instanceof MemoryHandle)) throw new InvalidArgumentError('memoryHandle must be a MemoryHandle');
-  return memoryHandle.createRemoteKey();
-}
-
-/**
- * Rebuilds a serialized remote key on an endpoint to the memory's owner. Rejects malformed input with
- * RemoteKeyFormatError (and a non-buffer with TypeError) before anything reaches UCX.
- *
- * @example
- * ```ts
- * const key = createRemoteKeyFromSerialized(endpoint, bytesFromPeer);
- * ```
- */
-export function createRemoteKeyFromSerialized(endpoint: Endpoint, serialized: Uint8Array | ArrayBufferView | ArrayBuffer): RemoteKey {
-  if (!(endpoint instanceof Endpoint)) throw new InvalidArgumentError('createRemoteKeyFromSerialized: endpoint must be an Endpoint');
-  return RemoteKey[kFromSerialized](endpoint, serialized);
 }

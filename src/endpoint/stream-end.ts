@@ -9,7 +9,8 @@
  * wait per endpoint until a Duplex of that endpoint takes them, so one that arrives before the Duplex
  * exists is not lost.
  */
-import { AM_ID_STREAM_END, type AmMessage } from '../active-message.js';
+import type { AmMessage } from '../active-message.js';
+import { AM_ID_STREAM_END } from '../am-ids.js';
 import type { Endpoint } from '../endpoint.js';
 import type { Request } from '../request.js';
 import { kReservedAmId } from '../internal/symbols.js';

@@ -17,6 +17,8 @@ export type { Layout } from './layouts.js';
 export { CONSTANTS, UCP_API_MAJOR, UCP_API_MINOR, c, type ConstantName } from './constants.js';
 export * from './status.js';
 export { StructBuffer, OutCell } from './struct-buffer.js';
+export { addressOf, viewOfMemory } from './memory.js';
+import { addressOf } from './memory.js';
 
 let functions: UcxFunctions | undefined;
 
@@ -67,18 +69,6 @@ export function registerCallback(kind: CallbackKind, fn: (...args: never[]) => u
   return koffi.register(fn, callbackTypes[kind]) as bigint;
 }
 
-/** The address of a JS memory region's first byte (TypedArray/DataView byteOffset included). */
-export function addressOf(memory: ArrayBufferView | ArrayBuffer): bigint {
-  return koffi.address(memory) as bigint;
-}
-
-/**
- * An ArrayBuffer over C memory. It has no finalizer and dangles once the memory is freed: the caller
- * must keep the memory mapped for as long as the ArrayBuffer is reachable.
- */
-export function viewOfMemory(address: bigint, length: number): ArrayBuffer {
-  return koffi.view(address, length);
-}
 
 /** Copies `length` bytes of C memory at `address` into `destination` (which must hold them). */
 export function copyIntoMemory(destination: Uint8Array, address: Address, length: number): void {

@@ -3,9 +3,7 @@
  * once and then updated in place, so that no JavaScript object is marshalled into C per operation.
  */
 import type { Layout } from './layouts.js';
-// A cycle with index.ts, which re-exports this module: harmless, addressOf is a function declaration and
-// is only called after both modules have loaded.
-import { addressOf } from './index.js';
+import { addressOf } from './memory.js';
 
 /** Bytes handed to C by address: off V8's heap from the start (never moved), zeroed. */
 function pinnedBytes(size: number): Buffer {
