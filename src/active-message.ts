@@ -29,10 +29,7 @@ import { Request, ResultKind } from './request.js';
 import { requestOperation } from './engine/operations.js';
 import { SlotTable } from './internal/slot-table.js';
 import { asBytes, type BufferSource, show } from './internal/bytes.js';
-import {
-  kComplete, kDecision, kEndpointByHandle, kOnMessage, kPendingDescriptors, kRelease, kReleaseDescriptor,
-  kReply, kRequests, kUpdateBusy,
-} from './internal/symbols.js';
+import { kComplete, kEndpointByHandle, kReply, kRequests, kUpdateBusy } from './internal/symbols.js';
 import type { Endpoint } from './endpoint.js';
 import { onStreamEndMessage } from './endpoint/stream-end.js';
 import { AM_ID_MAX, AM_ID_STREAM_END } from './am-ids.js';
@@ -40,6 +37,13 @@ import type { Worker } from './worker.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken,
 } from './errors/misuse.js';
+
+// Keys of this module's own members (no other module uses them).
+const kDecision: unique symbol = Symbol('ucxx-ts.decision');
+const kRelease: unique symbol = Symbol('ucxx-ts.release');
+const kPendingDescriptors: unique symbol = Symbol('ucxx-ts.pendingDescriptors');
+const kOnMessage: unique symbol = Symbol('ucxx-ts.onMessage');
+const kReleaseDescriptor: unique symbol = Symbol('ucxx-ts.releaseDescriptor');
 
 const K = CONSTANTS;
 const RECV_PARAM = layouts.ucp_am_recv_param_t;

@@ -33,10 +33,11 @@ import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import { OWN_MEMH_MIN } from './engine/own-memh.js';
 import {
-  kAbandon, kAborted, kBindSignal, kByWatchdog, kCreate, kDefer, kDetachable, kDetached, kEndpointClosed, kEndpointOpened, kEndpointRef,
-  kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMaxAmHeader, kParkIfHeld,
-  kOnPeerError, kOnSettle, kOpSettled, kOwner, kProgressUntil, kReadStreamAhead, kRemoteAddress, kRequests,
-  kStreamReceiver, kStreamStashed, kTagRecv, kUnpack, kWatched, kWireupFlush,
+  kAbandon, kAborted, kBindSignal, kByWatchdog, kCreate, kDefer, kDetachable, kDetached, kEndpointClosed,
+  kEndpointOpened, kEndpointRef, kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed,
+  kKeyUnpacked, kLive, kMaxAmHeader, kParkIfHeld, kOnSettle, kOpSettled, kOwner, kProgressUntil,
+  kReadStreamAhead, kRemoteAddress, kRequests, kStreamReceiver, kStreamStashed, kTagRecv, kUnpack,
+  kWatched, kWireupFlush,
 } from './internal/symbols.js';
 import { StreamReceiver } from './endpoint/stream-receiver.js';
 import { shutDownConnectSocket } from './endpoint/connect-abort.js';
@@ -59,6 +60,10 @@ import { ucxxAmProbe, ucxxAmRecv, ucxxAmSend, type UcxxAmMessage, type UcxxAmSen
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
 } from './errors/misuse.js';
+
+// Keys of this module's own members (no other module uses them).
+/** `endpoint[kOnPeerError](status)`: UCX reported the peer failed (called from inside progress). */
+const kOnPeerError: unique symbol = Symbol('ucxx-ts.onPeerError');
 
 /**
  * Options of `endpoint.streamRecv()`.

@@ -11,8 +11,8 @@
  * ```
  */
 import {
-  kCloseWithin, kCreate, kDefer, kHandle, kListenerClosed, kOnConnRequest, kReadStreamAhead, kSettle,
-  kUpdateBusy, kWireupFlush,
+  kCloseWithin, kCreate, kDefer, kHandle, kListenerClosed, kReadStreamAhead, kSettle, kUpdateBusy,
+  kWireupFlush,
 } from './internal/symbols.js';
 import { debug } from './internal/debug-log.js';
 import { CONSTANTS, OutCell, StructBuffer, UCS_ERR_BUSY, addressOf, layouts, registerCallback, ucpVersion, ucx } from './ffi/index.js';
@@ -26,6 +26,9 @@ import { Endpoint, type EndpointOptions, type PeerAddress } from './endpoint.js'
 import type { Worker } from './worker.js';
 import { InvalidArgumentError, INTERNAL, checkConstructorToken } from './errors/misuse.js';
 import { show } from './internal/bytes.js';
+
+// Keys of this module's own members (no other module uses them).
+const kOnConnRequest: unique symbol = Symbol('ucxx-ts.onConnRequest');
 
 /** Options of `worker.listen()`. */
 export interface ListenerOptions {

@@ -17,7 +17,7 @@
  * ```
  */
 import {
-  kAddressOf, kFromMemoryHandle, kFromSerialized, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMdComponents,
+  kFromMemoryHandle, kFromSerialized, kHandleFor, kKeyClosed, kKeyUnpacked, kLive, kMdComponents,
   kPackedRkey, kPackedRkeyReference, kRemoteAddress, kUnpack,
 } from './internal/symbols.js';
 import { ucx } from './ffi/index.js';
@@ -35,6 +35,9 @@ import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
 } from './errors/misuse.js';
 import { liveCounts } from './internal/live-counts.js';
+
+// Keys of this module's own members (no other module uses them).
+const kAddressOf: unique symbol = Symbol('ucxx-ts.addressOf');
 
 export type { RemoteKeyAccess } from './internal/serialized-remote-key.js';
 
@@ -244,7 +247,7 @@ export class RemoteKey {
   /**
    * @internal The remote address of [offset, offset + length) for an RMA or atomic call: a plain number
    * when the key's base and size and the offset are safe integers (BigInt arithmetic allocates), else a
-   * bigint from `_addressOf`, which also validates the offset and throws outside the region.
+   * bigint from `[kAddressOf]`, which also validates the offset and throws outside the region.
    */
   [kRemoteAddress](offset: unknown, length: number): number | bigint {
     if (typeof offset === 'number' && this.#baseNumber >= 0 && Number.isSafeInteger(offset) && offset >= 0 &&

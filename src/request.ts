@@ -18,8 +18,14 @@ import { CanceledError, errorFromStatus, type UcxError } from './errors/index.js
 import { INTERNAL, checkConstructorToken } from './errors/misuse.js';
 import { abortError } from './internal/abort-error.js';
 import {
-  kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail, kFailDetached, kForget, kGroup, kHeldByUcx, kHost, kLate, kOnSettle, kUcxDone, kOpSettled, kOwner, kReleased, kReply, kSlotId, kTracked, kUcxRequest, kUnbind, kWatched, kWhat,
+  kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail,
+  kFailDetached, kForget, kGroup, kHeldByUcx, kHost, kOnSettle, kUcxDone, kOpSettled, kOwner, kReleased,
+  kReply, kSlotId, kTracked, kUcxRequest, kWatched,
 } from './internal/symbols.js';
+
+// Keys of this module's own members (no other module uses them).
+const kUnbind: unique symbol = Symbol('ucxx-ts.unbind');
+const kWhat: unique symbol = Symbol('ucxx-ts.what');
 
 /**
  * Awaits of requests that had already settled (UCX completed them inside the call: same-host RMA,
@@ -81,14 +87,14 @@ export const enum ResultKind {
   Void = 0,
   TagInfo = 1,
   Length = 2,
-  /** The 32-bit value in `_reply` (an atomic's fetched value). */
+  /** The 32-bit value in `[kReply]` (an atomic's fetched value). */
   Reply32 = 3,
-  /** The 64-bit value in `_reply`, as a bigint. */
+  /** The 64-bit value in `[kReply]`, as a bigint. */
   Reply64 = 4,
-  /** The bytes received into `_reply` (a Uint8Array), trimmed to the length. */
+  /** The bytes received into `[kReply]` (a Uint8Array), trimmed to the length. */
   Bytes = 5,
   /**
-   * The value in `_reply` as it is: a request made of other requests or of JavaScript-side work
+   * The value in `[kReply]` as it is: a request made of other requests or of JavaScript-side work
    * (tagMultiRecv's frames, amRecv's message).
    */
   Value = 6,
@@ -161,11 +167,9 @@ export class Request<T = void> implements PromiseLike<T> {
   [kReply]: unknown = null;
   /**
    * @internal For operations UCX cannot cancel (stream receives in 1.13): settles the request as
-   * cancelled at once, and `_late` then receives UCX's real completion.
+   * cancelled at once; UCX's real completion later only releases what the request held.
    */
   [kCancelFallback]: (() => void) | null = null;
-  /** @internal Called with UCX's completion of a request that was already settled as cancelled. */
-  [kLate]: ((status: number, length: number) => void) | null = null;
   /** @internal Runs once UCX has completed this request (a thread's send copy is freed by it). */
   [kUcxDone]: (() => void) | null = null;
   /**
@@ -187,7 +191,7 @@ export class Request<T = void> implements PromiseLike<T> {
    * settle it at once and UCX keeps the request, and its memory stays referenced, until UCX is done.
    */
   [kDetachable] = false;
-  /** @internal Settled for JavaScript while UCX still holds the request (see `_detachable`). */
+  /** @internal Settled for JavaScript while UCX still holds the request (see `[kDetachable]`). */
   [kDetached] = false;
 
   /** @internal Requests are made by Worker and Endpoint (IllegalConstructorError from outside). */
@@ -271,7 +275,7 @@ export class Request<T = void> implements PromiseLike<T> {
 
   /**
    * @internal Rejects with `error` now, leaving the UCX request to finish (or be purged) later: its
-   * handle, id and memory stay until UCX's completion arrives (see `_settle`).
+   * handle, id and memory stay until UCX's completion arrives (the completion's branch for a detached request).
    */
   [kFailDetached](error: Error): void {
     if (this.completed) return;
@@ -359,9 +363,6 @@ export class Request<T = void> implements PromiseLike<T> {
         this[kDetached] = false;
         this.#release();
       }
-      const late = this[kLate];
-      this[kLate] = null;
-      late?.(status, length);
       return;
     }
     if (status === UCS_OK) {

@@ -1,7 +1,8 @@
 /**
  * Module symbols for what the public classes share among themselves and with nothing else (as undici's
  * lib/core/symbols.js): a property under one of these is not part of the API, does not show in
- * completion, and is stripped from the emitted typings.
+ * completion, and is stripped from the emitted typings. A key that only one module uses is declared in
+ * that module instead.
  */
 
 /** `worker[kRequests]`: the worker's RequestEngine (parameter blocks, posting, operations in flight). */
@@ -43,8 +44,6 @@ export const kWorkerClosed: unique symbol = Symbol('ucxx-ts.workerClosed');
 export const kMemoryHandleClosed: unique symbol = Symbol('ucxx-ts.memoryHandleClosed');
 export const kUnmap: unique symbol = Symbol('ucxx-ts.unmap');
 export const kPackedRkeyReference: unique symbol = Symbol('ucxx-ts.packedRkeyReference');
-/** `endpoint[kOnPeerError](status)`: UCX reported the peer failed (called from inside progress). */
-export const kOnPeerError: unique symbol = Symbol('ucxx-ts.onPeerError');
 export const kKeyUnpacked: unique symbol = Symbol('ucxx-ts.keyUnpacked');
 export const kKeyClosed: unique symbol = Symbol('ucxx-ts.keyClosed');
 export const kUnpack: unique symbol = Symbol('ucxx-ts.unpack');
@@ -61,12 +60,10 @@ export const kByWatchdog: unique symbol = Symbol('ucxx-ts.byWatchdog');
 export const kConnecting: unique symbol = Symbol('ucxx-ts.connecting');
 export const kForceCloseAtExit: unique symbol = Symbol('ucxx-ts.forceCloseAtExit');
 export const kCloseWithin: unique symbol = Symbol('ucxx-ts.closeWithin');
-export const kOnConnRequest: unique symbol = Symbol('ucxx-ts.onConnRequest');
 export const kSettle: unique symbol = Symbol('ucxx-ts.settle');
 export const kPackedRkey: unique symbol = Symbol('ucxx-ts.packedRkey');
 export const kHandleFor: unique symbol = Symbol('ucxx-ts.handleFor');
 export const kRemoteAddress: unique symbol = Symbol('ucxx-ts.remoteAddress');
-export const kAddressOf: unique symbol = Symbol('ucxx-ts.addressOf');
 
 // Request's members for the request engine, the completions and the classes that post.
 /** `request[kSlotId]`: the slot id carried in user_data; 0 when none. */
@@ -81,7 +78,6 @@ export const kUcxRequest: unique symbol = Symbol('ucxx-ts.ucxRequest');
 export const kGroup: unique symbol = Symbol('ucxx-ts.group');
 export const kReply: unique symbol = Symbol('ucxx-ts.reply');
 export const kCancelFallback: unique symbol = Symbol('ucxx-ts.cancelFallback');
-export const kLate: unique symbol = Symbol('ucxx-ts.late');
 /** `request[kUcxDone]`: runs once UCX has completed the request (its callback), whatever its status. */
 export const kUcxDone: unique symbol = Symbol('ucxx-ts.ucxDone');
 /** `request[kForget]()`: lets go of what a detached request held, for a request UCX will never complete. */
@@ -89,8 +85,6 @@ export const kForget: unique symbol = Symbol('ucxx-ts.forget');
 /** `owner[kHeldByUcx](request)`: an operation of the owner was rejected while UCX still holds it. */
 export const kHeldByUcx: unique symbol = Symbol('ucxx-ts.heldByUcx');
 export const kOnSettle: unique symbol = Symbol('ucxx-ts.onSettle');
-export const kUnbind: unique symbol = Symbol('ucxx-ts.unbind');
-export const kWhat: unique symbol = Symbol('ucxx-ts.what');
 export const kOwner: unique symbol = Symbol('ucxx-ts.owner');
 export const kWatched: unique symbol = Symbol('ucxx-ts.watched');
 export const kDetachable: unique symbol = Symbol('ucxx-ts.detachable');
@@ -105,11 +99,6 @@ export const kBindSignal: unique symbol = Symbol('ucxx-ts.bindSignal');
 export const kOpSettled: unique symbol = Symbol('ucxx-ts.opSettled');
 
 // AmMessage's and the AM dispatcher's, Context's, Endpoint's and RemoteKey's factories.
-export const kDecision: unique symbol = Symbol('ucxx-ts.decision');
-export const kRelease: unique symbol = Symbol('ucxx-ts.release');
-export const kPendingDescriptors: unique symbol = Symbol('ucxx-ts.pendingDescriptors');
-export const kOnMessage: unique symbol = Symbol('ucxx-ts.onMessage');
-export const kReleaseDescriptor: unique symbol = Symbol('ucxx-ts.releaseDescriptor');
 /** `context[kMdComponents]()`: md index -> transport component name. */
 export const kMdComponents: unique symbol = Symbol('ucxx-ts.mdComponents');
 /** `Endpoint[kCreate](...)`: a new endpoint, for Worker and Listener. */
