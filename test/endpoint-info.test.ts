@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { Context } from 'ucxx-ts';
-import { parseEndpointInfo } from '../src/internal/endpoint-info.js';
+import { parseEndpointInfo } from '#ucxx-ts/internal/endpoint-info.js';
 
 /** Client-server endpoint, one host, UCX defaults plus UCX_MM_ERROR_HANDLING=y. */
 const ONE_HOST_SHM = `#

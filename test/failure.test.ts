@@ -10,6 +10,7 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
 import { Peer } from './helpers/peer.js';
+import { within } from './helpers/deadline.js';
 import { failsAtOnce } from './helpers/fails-at-once.js';
 import { peerEnvironment } from './helpers/env.js';
 
@@ -17,13 +18,6 @@ const CLIENT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'peers', 
 
 const MiB = 1 << 20;
 
-function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: nothing after ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 test('a peer killed in the middle of a transfer makes the waiting requests reject with a UcxError', async () => {
   const peer = Peer.start('rma-target', { kind: 'registered', size: 64 * MiB });
@@ -53,7 +47,7 @@ test('a peer killed in the middle of a transfer makes the waiting requests rejec
     try {
       const puts = [];
       for (let i = 0; i < 8; i++) puts.push(endpoint.memPut(data, key, i * 8 * MiB));
-      await within(15_000, Promise.all([...puts, endpoint.flush()]), 'puts and flush');
+      await within(Promise.all([...puts, endpoint.flush()]), 15_000, 'puts and flush');
     } catch (err) {
       failure = err;
     }
@@ -63,7 +57,7 @@ test('a peer killed in the middle of a transfer makes the waiting requests rejec
     failure instanceof UcxError || failure instanceof ClosedError,
     `expected a UcxError (or ClosedError once the endpoint closed), got ${String(failure)}`,
   );
-  await within(10_000, closed, "the endpoint's 'close' event");
+  await within(closed, 10_000, "the endpoint's 'close' event");
   // UCX 1.13 reports a killed peer as it reports a close. Killed with puts or a flush waiting for it, it
   // is a failure: 'error' (once) then 'close'; killed between two rounds (nothing waiting but the tag
   // receive, which a close cancels), a close: 'close' alone, and then no operation rejected with a
@@ -76,9 +70,9 @@ test('a peer killed in the middle of a transfer makes the waiting requests rejec
     assert.ok(endpoint.failure instanceof UcxError, 'endpoint.failure holds the peer error');
     assert.deepEqual(errors, [endpoint.failure], "one 'error' event with the failure");
   }
-  await assert.rejects(within(5_000, Promise.resolve(pendingReceive), 'pending receive'), CanceledError);
+  await assert.rejects(within(Promise.resolve(pendingReceive), 5_000, 'pending receive'), CanceledError);
   failsAtOnce(() => endpoint.memPut(data, key), ClosedError);
-  const exit = await within(10_000, peer.exited, 'the killed peer exits');
+  const exit = await within(peer.exited, 10_000, 'the killed peer exits');
   assert.equal(exit.signal, 'SIGKILL');
 });
 
@@ -107,7 +101,7 @@ test('connecting to a port nobody listens on rejects with a ConnectionRefusedErr
   const port = listener.port;
   listener.close();
   const started = Date.now();
-  await assert.rejects(within(20_000, worker.connect('127.0.0.1', port), 'connect'), (err: Error) => {
+  await assert.rejects(within(worker.connect('127.0.0.1', port), 20_000, 'connect'), (err: Error) => {
     assert.ok(err instanceof ConnectionRefusedError, String(err));
     assert.match(err.message, /nobody listens there/);
     // The advice for a server that refuses NONE-mode clients does not apply: nobody is there.
@@ -135,15 +129,15 @@ test('cancel() and an AbortSignal settle a send that UCX cannot cancel at once; 
   const waiting = endpoint.tagSendSync(new Uint8Array(64), 5n);
   assert.equal(waiting.completed, false);
   waiting.cancel();
-  await assert.rejects(within(100, Promise.resolve(waiting), 'cancelled send'), CanceledError);
+  await assert.rejects(within(Promise.resolve(waiting), 100, 'cancelled send'), CanceledError);
   const controller = new AbortController();
   const aborted = endpoint.tagSendSync(new Uint8Array(64), 5n, { signal: controller.signal });
   controller.abort();
-  await assert.rejects(within(100, Promise.resolve(aborted), 'aborted send'), CanceledError);
+  await assert.rejects(within(Promise.resolve(aborted), 100, 'aborted send'), CanceledError);
   // Aborted before it was posted: never reaches UCX.
   await assert.rejects(Promise.resolve(endpoint.flush({ signal: controller.signal })), CanceledError);
-  await within(10_000, endpoint.close(), 'endpoint close');
-  await within(10_000, worker.close(), 'worker close');
+  await within(endpoint.close(), 10_000, 'endpoint close');
+  await within(worker.close(), 10_000, 'worker close');
 });
 
 test('failureTimeout: checked, and it sets the TCP keepalive timers of the context only', () => {
@@ -181,13 +175,13 @@ for (const errorHandling of ['none', 'peer'] as const) {
         const sync = endpoint.tagSendSync(new Uint8Array(8), 0x5e5en).promise;
         const rendezvous = endpoint.tagSend(new Uint8Array(4 * MiB), 0x5e5en).promise;
         const settled = Promise.allSettled([sync, rendezvous]);
-        await within(20_000, closing === 'endpoint' ? endpoint.close() : context.close(), `${closing}.close()`);
-        const results = await within(5_000, settled, 'the unmatched sends to settle');
+        await within(closing === 'endpoint' ? endpoint.close() : context.close(), 20_000, `${closing}.close()`);
+        const results = await within(settled, 5_000, 'the unmatched sends to settle');
         for (const result of results) {
           assert.equal(result.status, 'rejected', 'an unmatched send resolved');
           assert.ok((result as PromiseRejectedResult).reason instanceof UcxError, String((result as PromiseRejectedResult).reason));
         }
-        await within(10_000, context.close(), 'context.close()');
+        await within(context.close(), 10_000, 'context.close()');
       } finally {
         await peer.stop();
       }
@@ -203,7 +197,7 @@ test("a peer that closes: 'close' alone, closedByPeer, also with a receive waiti
   for (const waiting of [false, true]) {
     const count = accepted.length;
     const client = await worker.connect('127.0.0.1', listener.port);
-    await within(5000, (async () => { while (accepted.length === count) await new Promise((r) => setTimeout(r, 5)); })(), 'the accepted endpoint');
+    await within((async () => { while (accepted.length === count) await new Promise((r) => setTimeout(r, 5)); })(), 5000, 'the accepted endpoint');
     const server = accepted[count] as Endpoint;
     await server.flush();
     const events: string[] = [];
@@ -211,7 +205,7 @@ test("a peer that closes: 'close' alone, closedByPeer, also with a receive waiti
     const closed = new Promise<void>((resolve) => server.once('close', () => { events.push('close'); resolve(); }));
     const receive = waiting ? server.tagRecv(new Uint8Array(8), 77n).then(() => 'received', (err: Error) => err.name) : null;
     await client.close();
-    await within(5000, closed, `the accepted endpoint's close (waiting: ${waiting})`);
+    await within(closed, 5000, `the accepted endpoint's close (waiting: ${waiting})`);
     assert.deepEqual(events, ['close'], `a clean close emits no 'error' (waiting: ${waiting})`);
     assert.equal(server.closedByPeer, true);
     assert.equal(server.failure, undefined);

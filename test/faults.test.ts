@@ -10,6 +10,7 @@
 import { after, before, test, type TestContext } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { TwoHosts, skipReasonOrThrow } from './helpers/two-hosts.js';
+import { sleep } from './helpers/deadline.js';
 import type { Peer, PeerMessage } from './helpers/peer.js';
 
 /** The failureTimeout both peers use, and what a detection may take beyond it (keepalive works in whole seconds). */
@@ -49,7 +50,6 @@ function skipped(t: TestContext): boolean {
   return true;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Polls the client's records until `done` holds for every one of `kinds`, or the deadline. */
 async function records(kinds: readonly string[], done: (r: Record) => boolean, timeoutMs: number): Promise<Record[]> {

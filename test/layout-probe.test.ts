@@ -10,10 +10,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { LAYOUTS, STATUS_TYPE } from '../src/ffi/layouts.js';
-import { CONSTANTS, UCP_API_MAJOR, UCP_API_MINOR } from '../src/ffi/constants.js';
-import { STATUS_NAMES } from '../src/ffi/status.js';
-import { ucpVersion, ucxProfile } from '../src/ffi/index.js';
+import { LAYOUTS, STATUS_TYPE } from '#ucxx-ts/ffi/layouts.js';
+import { CONSTANTS, UCP_API_MAJOR, UCP_API_MINOR } from '#ucxx-ts/ffi/constants.js';
+import { STATUS_NAMES } from '#ucxx-ts/ffi/status.js';
+import { ucpVersion, ucxProfile } from '#ucxx-ts/ffi/index.js';
 import { ucxIncludeDir, ucxIncludeFlags } from './helpers/env.js';
 
 const INSTALL_HINT =

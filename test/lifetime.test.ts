@@ -14,7 +14,7 @@ import {
 } from 'ucxx-ts';
 
 import { peerEnvironment } from './helpers/env.js';
-import { profileFor, requireLoadedProfile } from '../src/ffi/ucx-versions.js';
+import { profileFor, requireLoadedProfile } from '#ucxx-ts/ffi/ucx-versions.js';
 import { failsAtOnce } from './helpers/fails-at-once.js';
 
 const PEERS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'peers');

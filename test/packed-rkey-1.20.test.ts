@@ -7,9 +7,9 @@
 import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
 
-import { parsePackedRkey } from '../src/internal/packed-rkey.js';
-import { RemoteKeyFormatError } from '../src/errors/remote-key-format.js';
-import { decodeSerializedRemoteKey, encodeSerializedRemoteKey } from '../src/internal/serialized-remote-key.js';
+import { parsePackedRkey } from '#ucxx-ts/internal/packed-rkey.js';
+import { RemoteKeyFormatError } from '#ucxx-ts/errors/remote-key-format.js';
+import { decodeSerializedRemoteKey, encodeSerializedRemoteKey } from '#ucxx-ts/internal/serialized-remote-key.js';
 
 const hex = (s: string): Uint8Array => new Uint8Array(Buffer.from(s, 'hex'));
 const F = { format: '1.20' } as const;

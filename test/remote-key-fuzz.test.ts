@@ -10,7 +10,7 @@ import {
 } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
 import { firstMismatch, pattern } from './helpers/pattern.js';
-import { stdHashBytes } from '../src/internal/std-hash.js';
+import { stdHashBytes } from '#ucxx-ts/internal/std-hash.js';
 
 let peer: Peer;
 let context: Context;

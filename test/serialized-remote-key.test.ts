@@ -6,7 +6,7 @@ import { test } from 'node:test';
 // (`import assert from 'node:assert/strict'` needs allowSyntheticDefaultImports, which this project leaves off.)
 import { strict as assert } from 'node:assert';
 
-import { stdHashBytes } from '../src/internal/std-hash.js';
+import { stdHashBytes } from '#ucxx-ts/internal/std-hash.js';
 import {
   ACCESS_TRAILER_SIZE,
   MAX_PACKED_RKEY_SIZE,
@@ -14,10 +14,10 @@ import {
   encodeSerializedRemoteKey,
   type DecodedSerializedRemoteKey,
   type RemoteKeyAccess,
-} from '../src/internal/serialized-remote-key.js';
-import { checkPackedRkeyAgainstReference, parsePackedRkey } from '../src/internal/packed-rkey.js';
-import { RemoteKeyFormatError } from '../src/errors/remote-key-format.js';
-import { selectProfile } from '../src/ffi/ucx-versions.js';
+} from '#ucxx-ts/internal/serialized-remote-key.js';
+import { checkPackedRkeyAgainstReference, parsePackedRkey } from '#ucxx-ts/internal/packed-rkey.js';
+import { RemoteKeyFormatError } from '#ucxx-ts/errors/remote-key-format.js';
+import { selectProfile } from '#ucxx-ts/ffi/ucx-versions.js';
 
 // The fixtures are UCX 1.13.1's keys: the parsers check 1.13's format here, whichever UCX the run loads
 // (none: this file loads no library). Keys of UCX 1.20 are tested in packed-rkey-1.20.test.ts.

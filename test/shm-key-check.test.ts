@@ -7,8 +7,8 @@
 import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { Context, RemoteKeyFormatError, createRemoteKeyFromSerialized, type Endpoint } from 'ucxx-ts';
-import { decodeSerializedRemoteKey, encodeSerializedRemoteKey } from '../src/internal/serialized-remote-key.js';
-import { parsePackedRkey } from '../src/internal/packed-rkey.js';
+import { decodeSerializedRemoteKey, encodeSerializedRemoteKey } from '#ucxx-ts/internal/serialized-remote-key.js';
+import { parsePackedRkey } from '#ucxx-ts/internal/packed-rkey.js';
 import { firstMismatch, pattern } from './helpers/pattern.js';
 import { within } from './helpers/deadline.js';
 import { mdComponents } from './helpers/md-components.js';

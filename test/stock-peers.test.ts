@@ -21,6 +21,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Context, UnreachableError, getUcxVersion, type ContextOptions, type Endpoint } from 'ucxx-ts';
 import { ucxProfileOfRun } from './helpers/env.js';
+import { within } from './helpers/deadline.js';
 import { STOCK_STEP_MS as STEP_MS, StockProgram } from './helpers/stock-program.js';
 
 const TAG = 0xcafen;
@@ -47,19 +48,14 @@ function stockMessage(size: number): Uint8Array {
 
 /** Waits for the stock client to exit, and checks that it exited by itself with status 0. */
 async function exitsCleanly(client: StockProgram): Promise<void> {
-  const { code, signal } = await within(client.exited, 'the stock client to exit', client);
+  const { code, signal } = await withinPeer(client.exited, 'the stock client to exit', client);
   assert.equal(signal, null, `the stock client was killed by ${signal}:\n${client.output}`);
   assert.equal(code, 0, `the stock client failed:\n${client.output}`);
 }
 
-function within<T>(promise: PromiseLike<T>, what: string, peer: StockProgram, ms = STEP_MS): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    Promise.resolve(promise).finally(() => clearTimeout(timer)),
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}; stock program output:\n${peer.output}`)), ms);
-    }),
-  ]);
+/** `within`, with the stock program's output so far in the timeout's message. */
+function withinPeer<T>(promise: PromiseLike<T>, what: string, peer: StockProgram, ms = STEP_MS): Promise<T> {
+  return within(promise, ms, () => `${what}; stock program output:\n${peer.output}`);
 }
 
 /** Sends one message; the stock server closes its endpoint as soon as it has it, so no flush follows. */
@@ -77,9 +73,9 @@ async function clientRun(api: Api, contextOptions: ContextOptions, errorHandling
       const port = Number((await server.waitFor(/listening on IP \S+ port (\d+)/, 'its port'))?.[1]);
       await using context = new Context(contextOptions);
       const worker = context.createWorker();
-      const endpoint = await within(worker.connect('127.0.0.1', port, errorHandling === undefined ? {} : { errorHandling }), 'connect', server);
+      const endpoint = await withinPeer(worker.connect('127.0.0.1', port, errorHandling === undefined ? {} : { errorHandling }), 'connect', server);
       const message = ourMessage(api, size);
-      await within(send(endpoint, api, message), `${api} send of ${size} B`, server);
+      await withinPeer(send(endpoint, api, message), `${api} send of ${size} B`, server);
       const printed = Buffer.from(message.subarray(0, size - 1)).toString('latin1');
       await server.waitFor(/UCP TEST SUCCESS/, 'the server to receive', STEP_MS);
       await server.waitFor(printed, `the server to print our ${size} B message`);
@@ -115,17 +111,17 @@ for (const api of APIS) {
       const tagReceived = api === 'tag' ? worker.tagRecv(received, TAG) : undefined;
       const client = new StockProgram(['-a', '127.0.0.1', '-p', String(listener.port), '-c', api, '-s', String(size)]);
       try {
-        const endpoint = (await within(accepted, 'the accepted endpoint', client)).value as Endpoint | undefined;
+        const endpoint = (await withinPeer(accepted, 'the accepted endpoint', client)).value as Endpoint | undefined;
         assert.ok(endpoint !== undefined);
         let bytes: Uint8Array;
         if (api === 'tag') {
-          const info = await within((tagReceived as NonNullable<typeof tagReceived>).promise, 'the tag message', client);
+          const info = await withinPeer((tagReceived as NonNullable<typeof tagReceived>).promise, 'the tag message', client);
           bytes = received.subarray(0, info.length);
         } else if (api === 'stream') {
-          const n = await within<number>(endpoint.streamRecv(received, { waitAll: true }).promise, 'the stream bytes', client);
+          const n = await withinPeer<number>(endpoint.streamRecv(received, { waitAll: true }).promise, 'the stream bytes', client);
           bytes = received.subarray(0, n);
         } else {
-          bytes = await within(amReceived as Promise<Uint8Array>, 'the active message', client);
+          bytes = await withinPeer(amReceived as Promise<Uint8Array>, 'the active message', client);
         }
         assert.deepEqual(Buffer.from(bytes), Buffer.from(stockMessage(size)), `${api} ${size} B from the stock client`);
         await exitsCleanly(client);
@@ -145,7 +141,7 @@ test('stock UCX stream client: an ucxx-ts server takes its bytes by polling (str
     const accepted = listener[Symbol.asyncIterator]().next();
     const client = new StockProgram(['-a', '127.0.0.1', '-p', String(listener.port), '-c', 'stream', '-s', String(size)]);
     try {
-      const endpoint = (await within(accepted, 'the accepted endpoint', client)).value as Endpoint | undefined;
+      const endpoint = (await withinPeer(accepted, 'the accepted endpoint', client)).value as Endpoint | undefined;
       assert.ok(endpoint !== undefined);
       const received = new Uint8Array(size);
       let filled = 0;
@@ -176,7 +172,7 @@ test('stream in PEER mode between contexts of different features: where UCX cann
       const port = Number((await server.waitFor(/listening on IP \S+ port (\d+)/, 'its port'))?.[1]);
       await using context = new Context();
       const worker = context.createWorker();
-      const err = await within(worker.connect('127.0.0.1', port, { errorHandling: 'peer' }).then(
+      const err = await withinPeer(worker.connect('127.0.0.1', port, { errorHandling: 'peer' }).then(
         () => assert.fail('connect succeeded between a full-featured and a stream-only context in PEER mode'),
         (e: unknown) => e,
       ), 'the refused connect', server);
@@ -206,7 +202,7 @@ test('every accepted connection is handed out: stock clients that send one tag m
   for (let i = 0; i < CLIENTS; i++) {
     const client = new StockProgram(['-a', '127.0.0.1', '-p', String(listener.port), '-c', 'tag', '-s', '16']);
     try {
-      const { code, signal } = await within(client.exited, `stock client #${i} to exit`, client);
+      const { code, signal } = await withinPeer(client.exited, `stock client #${i} to exit`, client);
       assert.equal(signal, null, client.output);
       assert.equal(code, 0, client.output);
     } finally {
@@ -257,7 +253,7 @@ test('process.exit() right after an active message from the stock client: no cra
       }
       const port = Number(/^PORT (\d+)$/m.exec(output)?.[1]);
       client = new StockProgram(['-a', '127.0.0.1', '-p', String(port), '-c', 'am', '-s', String(size)]);
-      const { code, signal } = await within(exited, `run ${run}: the server to exit`, client);
+      const { code, signal } = await withinPeer(exited, `run ${run}: the server to exit`, client);
       assert.deepEqual({ code, signal }, { code: 0, signal: null }, `run ${run} (${size} B, ${mode}): the server's exit; its output:\n${output}`);
       assert.match(output, new RegExp(`^GOT ${size} `, 'm'));
       outcomes.push(/^GOT \d+ (\w+)/m.exec(output)?.[1] ?? '?');

@@ -19,6 +19,7 @@ import {
 } from 'ucxx-ts';
 import { assertCPattern, cPattern } from './helpers/pattern.js';
 import { failsAtOnce } from './helpers/fails-at-once.js';
+import { within } from './helpers/deadline.js';
 import { ucxCompileFlags } from './helpers/env.js';
 
 const SOURCE = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'test', 'c', 'ucxx_peer.c');
@@ -47,16 +48,8 @@ function expand(spec: readonly string[]): number[] {
 }
 
 /** Rejects after `ms` unless `promise` settles first. */
-async function deadline<T>(promise: PromiseLike<T>, what: string, ms = STEP_MS): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      Promise.resolve(promise),
-      new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`${what}: nothing after ${ms} ms`)), ms); }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
+function deadline<T>(promise: PromiseLike<T>, what: string, ms = STEP_MS): Promise<T> {
+  return within(promise, ms, what);
 }
 
 // ---- the C peer --------------------------------------------------------------------------------

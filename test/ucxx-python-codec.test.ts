@@ -8,11 +8,11 @@ import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { HandshakeError, MessageFormatError } from '../src/ucxx-python/errors.js';
+import { HandshakeError, MessageFormatError } from '#ucxx-ts/ucxx-python/errors.js';
 import {
   PEER_INFO_BYTES, decodePeerInfo, encodePeerInfo, hash64bits, makeMsgTag, messageTag, pyHashInt, pyRepr,
-} from '../src/ucxx-python/peer-info.js';
-import { HEADER_BYTES, decodeHeader, encodeHeaders } from '../src/ucxx-python/tag-multi-header.js';
+} from '#ucxx-ts/ucxx-python/peer-info.js';
+import { HEADER_BYTES, decodeHeader, encodeHeaders } from '#ucxx-ts/ucxx-python/tag-multi-header.js';
 
 interface Vectors {
   int: [string, string, string][];

@@ -225,7 +225,7 @@ const LOADED = Symbol.for('ucxx-ts.loadedUcxProfile');
 type Loaded = { profile: UcxProfile; version: [number, number, number] };
 const registry = globalThis as { [LOADED]?: Loaded };
 
-/** @internal Called once by declareFunctions with the version of the libucp it loaded. */
+/** Called once by declareFunctions with the version of the libucp it loaded (and by the format tests). */
 export function selectProfile(version: [number, number, number]): UcxProfile {
   const profile = profileFor(version);
   registry[LOADED] = { profile, version };
@@ -243,8 +243,8 @@ export function loadedProfile(): UcxProfile | undefined {
 }
 
 /**
- * @internal The loaded profile, for the parsers of UCX's formats (which import this module alone, so that
- * they load no library): throws when libucp is not loaded yet.
+ * The loaded profile, for the parsers of UCX's formats (which import this module alone, so that they
+ * load no library): throws when libucp is not loaded yet.
  */
 export function requireLoadedProfile(): UcxProfile {
   const profile = loadedProfile();

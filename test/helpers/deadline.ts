@@ -1,10 +1,13 @@
 /** Deadlines for waits in tests: a wait that does not end fails in seconds, saying what it waited for. */
 
-/** `promise`, or a rejection naming `what` once `ms` have passed. */
-export function within<T>(promise: PromiseLike<T>, ms: number, what: string): Promise<T> {
+/**
+ * `promise`, or a rejection naming `what` once `ms` have passed. `what` may be a function, read only
+ * then (a peer's output so far, say).
+ */
+export function within<T>(promise: PromiseLike<T>, ms: number, what: string | (() => string)): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms);
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${typeof what === 'function' ? what() : what}`)), ms);
   });
   return Promise.race([Promise.resolve(promise), timeout]).finally(() => clearTimeout(timer));
 }

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { profileFor, type UcxProfile } from '../../src/ffi/ucx-versions.js';
+import { profileFor, type UcxProfile } from '#ucxx-ts/ffi/ucx-versions.js';
 
 /**
  * The environment a spawned peer gets: what a process needs to run (PATH, HOME, locale, temp dir, and

@@ -15,6 +15,7 @@
  */
 import { writeSync } from 'node:fs';
 import * as ucxx from 'ucxx-ts';
+import { within } from './deadline.js';
 
 const shard = Number(process.argv[2] ?? 0);
 const shards = Number(process.argv[3] ?? 1);
@@ -72,16 +73,6 @@ interface World {
   closedKeyHandle: bigint;
 }
 
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([promise, new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: not done after ${ms} ms`)), ms);
-    })]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 async function buildWorld(): Promise<World> {
   // No rendezvous: UCX 1.13 aborts when an endpoint with a rendezvous send pending is closed twice

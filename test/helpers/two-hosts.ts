@@ -20,6 +20,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, readlinkSync } from 'node:fs';
 import { Peer, type PeerLaunch } from './peer.js';
+import { sleep } from './deadline.js';
 
 export interface Host {
   readonly label: 'A' | 'B';
@@ -32,9 +33,6 @@ export interface Host {
   readonly address: string;
 }
 
-function sleepMs(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 function readLink(file: string): string | undefined {
   try {
@@ -212,7 +210,7 @@ export class TwoHosts {
       if (holder.exitCode !== null || Date.now() > deadline) {
         throw new Error(`the namespace holder of host ${host.label} did not start (exit ${holder.exitCode}): ${stderr}`);
       }
-      await sleepMs(10);
+      await sleep(10);
     }
   }
 

@@ -21,8 +21,8 @@
 import { existsSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import { Context, UcxError, WorkerAddressFormatError, type Endpoint, type Worker } from 'ucxx-ts';
-import { parseWorkerAddress, type ParsedWorkerAddress } from '../../src/internal/worker-address.js';
-import { requireLoadedProfile } from '../../src/ffi/ucx-versions.js';
+import { parseWorkerAddress, type ParsedWorkerAddress } from '#ucxx-ts/internal/worker-address.js';
+import { requireLoadedProfile } from '#ucxx-ts/ffi/ucx-versions.js';
 
 interface Options {
   seed: number;
@@ -402,7 +402,7 @@ const counts = { refused: 0, format: 0, ucx: 0, accepted: 0, flushed: 0, failed:
 const byKind = new Map<string, { refused: number; accepted: number }>();
 
 /** `promise`'s value, or 'timeout' after `ms` (the timer is cleared as soon as either happens). */
-async function within<T>(promise: Promise<T>, ms: number): Promise<T | 'timeout'> {
+async function valueOrTimeout<T>(promise: Promise<T>, ms: number): Promise<T | 'timeout'> {
   let timer: NodeJS.Timeout | undefined;
   try {
     return await Promise.race([promise, new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), ms); })]);
@@ -431,7 +431,7 @@ async function settle(endpoints: Endpoint[]): Promise<void> {
       // A small eager message makes UCX connect the lanes for real (tcp connect, attach to the shared
       // memory FIFO, ...) and send through them; nobody receives it, the peer keeps it as unexpected.
       const send = ep.tagSend(PAYLOAD, FUZZ_TAG);
-      outcome = await within(send.then(() => ep.flush()).then(() => 'flushed'), 150);
+      outcome = await valueOrTimeout(send.then(() => ep.flush()).then(() => 'flushed'), 150);
     } catch {
       outcome = 'failed';
     }
@@ -440,8 +440,8 @@ async function settle(endpoints: Endpoint[]): Promise<void> {
     else counts.stalled++;
   }));
   await progressRounds(3);
-  const result = await within(Promise.all(endpoints.map((ep) => ep.close())).then(() => 'closed'), 20_000);
-  if (result !== 'closed') die('closing a batch of endpoints did not finish within 20 s');
+  const result = await valueOrTimeout(Promise.all(endpoints.map((ep) => ep.close())).then(() => 'closed'), 20_000);
+  if (result !== 'closed') die('closing a batch of endpoints did not finish valueOrTimeout 20 s');
 }
 
 let pending: Endpoint[] = [];

@@ -10,8 +10,8 @@ import {
   Context, createRemoteKeyFromSerialized, type Endpoint, type RemoteKey,
 } from 'ucxx-ts';
 import { firstMismatch, pattern } from '../helpers/pattern.js';
-import { decodeSerializedRemoteKey, encodeSerializedRemoteKey } from '../../src/internal/serialized-remote-key.js';
-import { parsePackedRkey } from '../../src/internal/packed-rkey.js';
+import { decodeSerializedRemoteKey, encodeSerializedRemoteKey } from '#ucxx-ts/internal/serialized-remote-key.js';
+import { parsePackedRkey } from '#ucxx-ts/internal/packed-rkey.js';
 import { mdComponents } from '../helpers/md-components.js';
 
 interface Command {
