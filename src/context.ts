@@ -16,6 +16,8 @@ import { parseContextResources, parseMdComponents, type TransportResource } from
 import { describe, optionsObject, type BufferSource } from './internal/bytes.js';
 import { ArgumentOutOfRangeError, InvalidArgumentError, INTERNAL } from './errors/misuse.js';
 
+export type { TransportResource } from './internal/context-info.js';
+
 /** UCP features a context can enable. */
 export type Feature = 'tag' | 'stream' | 'am' | 'rma' | 'amo32' | 'amo64' | 'wakeup';
 

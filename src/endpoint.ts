@@ -65,6 +65,9 @@ import {
 /** `endpoint[kOnPeerError](status)`: UCX reported the peer failed (called from inside progress). */
 const kOnPeerError: unique symbol = Symbol('ucxx-ts.onPeerError');
 
+export type { EndpointTransport, LaneUsage } from './internal/endpoint-info.js';
+export type { BufferSource } from './internal/bytes.js';
+
 /**
  * Options of `endpoint.streamRecv()`.
  *

@@ -2,16 +2,17 @@
  * ucxx-ts: UCX for TypeScript. The object model follows ucxx (RAPIDS): Context -> Worker -> Listener /
  * Endpoint, MemoryHandle -> RemoteKey, and a Request for every non-blocking operation.
  */
-export { Context, DEFAULT_FEATURES, DEFAULT_FAILURE_TIMEOUT, type ContextOptions, type Feature } from './context.js';
+export {
+  Context, DEFAULT_FEATURES, DEFAULT_FAILURE_TIMEOUT, type ContextOptions, type Feature, type TransportResource,
+} from './context.js';
 export {
   Worker, type WorkerOptions, type WorkerAttributes, type ProgressMode, type ReceiveOptions, type TagProbeResult,
 } from './worker.js';
 export { Listener, type ListenerOptions, type ListenerEvents, type ConnectionRequest } from './listener.js';
 export {
   Endpoint, type EndpointOptions, type EndpointEvents, type ErrorHandlingMode, type StreamRecvOptions, type AmSendOptions, type AtomicOp,
-  type AtomicOptions, type OperationOptions, type PeerAddress,
+  type AtomicOptions, type OperationOptions, type PeerAddress, type EndpointTransport, type LaneUsage, type BufferSource,
 } from './endpoint.js';
-export type { EndpointTransport, LaneUsage } from './internal/endpoint-info.js';
 export { AmMessage, AM_IDS_HELD, type AmHandler } from './active-message.js';
 export { AM_ID_MAX, AM_ID_STREAM_END } from './am-ids.js';
 export { UcxxAmMessage, UCXX_AM_ID, type UcxxAmSendOptions, type AmReceiverCallback } from './ucxx/am.js';
@@ -34,14 +35,11 @@ export {
   type UcxxPythonAllocatingRecvOptions, type UcxxPythonRecvObjOptions, type UcxxPythonProbeOptions,
 } from './ucxx-python/index.js';
 export * from './errors/index.js';
-export type { BufferSource } from './internal/bytes.js';
-export type { TransportResource } from './internal/context-info.js';
-export { UCX_ENVIRONMENT_DEFAULTS } from './ffi/library.js';
+export { UCX_ENVIRONMENT_DEFAULTS } from './ffi/index.js';
 export { getDiagnostics, type UcxxDiagnostics } from './diagnostics.js';
 
-import { ucpVersion, ucx, ucxProfile } from './ffi/index.js';
+import { mappedLibraryPath, ucpVersion, ucx, ucxProfile } from './ffi/index.js';
 import { FULL_MASK as TAG_MASK_FULL } from './internal/bytes.js';
-import { mappedLibraryPath } from './ffi/library.js';
 
 /**
  * The version of the libucp that was loaded, e.g. [1, 13, 1].
