@@ -37,6 +37,7 @@ import type { Worker } from './worker.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken,
 } from './errors/misuse.js';
+import type { AmServices } from './worker/services.js';
 
 // Keys of this module's own members (no other module uses them).
 const kDecision: unique symbol = Symbol('ucxx-ts.decision');
@@ -277,7 +278,10 @@ interface Queue {
 
 /** @internal Per-worker AM state: UCX handler registration and delivery to handlers or iterators. */
 export class AmDispatcher {
-  readonly #worker: Worker;
+  /** The worker, as what the dispatcher may use of it (worker/services.ts). */
+  readonly #worker: AmServices;
+  /** The same worker, handed to the messages it builds. */
+  readonly #owner: Worker;
   readonly #workerHandle: bigint;
   readonly #slot: number;
   readonly #handlers = new Map<number, AmHandler>();
@@ -308,6 +312,7 @@ export class AmDispatcher {
 
   constructor(worker: Worker, workerHandle: bigint, holdIds: boolean) {
     this.#worker = worker;
+    this.#owner = worker;
     this.#workerHandle = workerHandle;
     this.#slot = dispatchers.add(this);
     if (holdIds) {
@@ -486,7 +491,7 @@ export class AmDispatcher {
     const payload = rendezvous ? null : data === 0 || length === 0 ? EMPTY : copyPayload(data, length);
     const pending = rendezvous && data !== 0 ? new PendingDescriptor(this, BigInt(data)) : null;
     const message = new AmMessage(
-      INTERNAL, this.#worker, this.#workerHandle, id, headerBytes, length, payload, pending, replyEndpoint,
+      INTERNAL, this.#owner, this.#workerHandle, id, headerBytes, length, payload, pending, replyEndpoint,
     );
     if (handler === undefined) {
       // Held for the handler or iterator the program sets next: a rendezvous sender waits until then.

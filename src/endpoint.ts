@@ -60,6 +60,7 @@ import { ucxxAmProbe, ucxxAmRecv, ucxxAmSend, type UcxxAmMessage, type UcxxAmSen
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
 } from './errors/misuse.js';
+import type { EndpointServices } from './worker/services.js';
 
 // Keys of this module's own members (no other module uses them).
 /** `endpoint[kOnPeerError](status)`: UCX reported the peer failed (called from inside progress). */
@@ -213,7 +214,10 @@ export interface EndpointEvents {
  * ```
  */
 export class Endpoint extends EventEmitter<EndpointEvents> {
-  readonly #worker: Worker;
+  /** The worker, as what an Endpoint may use of it (worker/services.ts). */
+  readonly #worker: EndpointServices;
+  /** The same worker, for the public `worker` getter. */
+  readonly #owner: Worker;
   #handle: bigint | null;
   readonly #id: number;
   /**
@@ -260,6 +264,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     checkConstructorToken(token, 'Endpoint', 'worker.connect(), worker.connectToAddress() or a Listener');
     super();
     this.#worker = worker;
+    this.#owner = worker;
     this.#stream = new StreamReceiver({
       worker,
       openHandle: () => (this.#state === 'open' ? this.#handle : null),
@@ -313,7 +318,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /** The worker this endpoint belongs to. */
   get worker(): Worker {
-    return this.#worker;
+    return this.#owner;
   }
 
   /** True once the endpoint is closed, closing, or failed. */
@@ -1037,7 +1042,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    */
   @requestOperation
   tagMultiRecv(tag: bigint | number, tagMask?: bigint | number, options?: TagMultiRecvOptions): Request<Uint8Array[]> {
-    return tagMultiRecv(this.#worker, this, tag, tagMask, options);
+    return tagMultiRecv(this.#owner, this, tag, tagMask, options);
   }
 
   /**

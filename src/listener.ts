@@ -26,6 +26,7 @@ import { Endpoint, type EndpointOptions, type PeerAddress } from './endpoint.js'
 import type { Worker } from './worker.js';
 import { InvalidArgumentError, INTERNAL, checkConstructorToken } from './errors/misuse.js';
 import { show } from './internal/bytes.js';
+import type { ListenerServices } from './worker/services.js';
 
 // Keys of this module's own members (no other module uses them).
 const kOnConnRequest: unique symbol = Symbol('ucxx-ts.onConnRequest');
@@ -159,7 +160,10 @@ export interface ListenerEvents {
  * ```
  */
 export class Listener extends EventEmitter<ListenerEvents> implements AsyncIterable<Endpoint> {
-  readonly #worker: Worker;
+  /** The worker, as what a Listener may use of it (worker/services.ts). */
+  readonly #worker: ListenerServices;
+  /** The same worker, handed to the endpoints it accepts. */
+  readonly #owner: Worker;
   /** The ucp_listener_h while the listener is open; null once closed. */
   #handle: bigint | null;
   /** The ucp_listener_h until it is destroyed, which may be a while after close(): see #drain. */
@@ -195,6 +199,7 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     const host = options.host === undefined ? '0.0.0.0' : options.host === 'localhost' ? '127.0.0.1' : options.host;
     const sockaddr = encodeSockaddr(host, options.port ?? 0);
     this.#worker = worker;
+    this.#owner = worker;
     if (options.accept !== undefined && typeof options.accept !== 'function') {
       throw new InvalidArgumentError('options.accept must be a function');
     }
@@ -363,7 +368,7 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     let endpoint: Endpoint;
     const client = address === null ? null : addressText(address);
     try {
-      endpoint = Endpoint[kCreate](INTERNAL, this.#worker, workerHandle, this.#endpointOptions, null, (params) => {
+      endpoint = Endpoint[kCreate](INTERNAL, this.#owner, workerHandle, this.#endpointOptions, null, (params) => {
         params
           .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_CONN_REQUEST)
           .setPtr('conn_request', connRequest);

@@ -18,6 +18,7 @@ import {
   kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kFail, kOnSettle, kReply, kRequests,
 } from '../internal/symbols.js';
 import type { Worker } from '../worker.js';
+import type { StreamServices } from '../worker/services.js';
 
 const K = CONSTANTS;
 
@@ -60,7 +61,7 @@ function copyOf(bytes: Uint8Array, length: number): Uint8Array {
 
 /** What the receiver needs from its endpoint. */
 export interface StreamReceiverHost {
-  readonly worker: Worker;
+  readonly worker: StreamServices;
   /** The ucp_ep_h while the endpoint is open, null otherwise. */
   openHandle(): bigint | null;
   /** Bytes went into the stash (the worker's `streamReadyEndpoints` reports the endpoint). */

@@ -31,6 +31,7 @@ import type { Worker } from '../worker.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, INTERNAL, checkConstructorToken,
 } from '../errors/misuse.js';
+import type { UcxxAmServices } from '../worker/services.js';
 
 /**
  * The UCP AM id ucxx sends and receives its active messages on.
@@ -128,7 +129,7 @@ const EMPTY = new Uint8Array(0);
 export type AmAllocator = (length: number) => Uint8Array;
 
 class UcxxAmState {
-  readonly #worker: Worker;
+  readonly #worker: UcxxAmServices;
   readonly callbacks = new Map<string, Map<bigint, AmReceiverCallback>>();
   /** registerAmAllocator's allocator (host memory), or null for a new Uint8Array per message. */
   allocator: AmAllocator | null = null;
