@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { Context, NoMemoryError, type AmMessage, type Endpoint } from 'ucxx-ts';
 import { pattern } from './helpers/pattern.js';
+import { eventually } from './helpers/deadline.js';
 
 async function connected(context: Context): Promise<{ client: Endpoint; server: Endpoint; serverWorker: ReturnType<Context['createWorker']> }> {
   const serverWorker = context.createWorker();
@@ -44,9 +45,7 @@ test('amProbe says when a ucxx active message waits for amRecv', async () => {
   const { client, server } = await connected(context);
   assert.equal(server.amProbe(), false);
   await client.amSend(pattern(1, 64));
-  const deadline = Date.now() + 5000;
-  while (!server.amProbe() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 2));
-  assert.equal(server.amProbe(), true);
+  assert.equal(await eventually(() => server.amProbe(), 5000, 2), true, 'amProbe() never saw the message');
   const message = await server.amRecv();
   assert.ok(Buffer.from(message.data).equals(pattern(1, 64)));
   assert.equal(server.amProbe(), false);

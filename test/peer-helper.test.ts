@@ -6,6 +6,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Peer } from './helpers/peer.js';
+import { eventually } from './helpers/deadline.js';
 
 test("an error a peer reports makes Peer.next() reject at once (not after its timeout), and every later wait too", async () => {
   const peer = Peer.start('rma-target', { kind: 'allocated', size: 4096 });
@@ -70,9 +71,7 @@ for (const how of ['exit', 'SIGTERM', 'SIGKILL'] as const) {
         return false;
       }
     };
-    const gone = Date.now() + 5000;
-    while (alive() && Date.now() < gone) await new Promise((resolve) => setTimeout(resolve, 20));
-    const survived = alive();
+    const survived = !(await eventually(() => !alive(), 5000, 20));
     if (survived) process.kill(pid, 'SIGKILL');
     assert.equal(survived, false, `peer ${pid} outlived its owner (ended by ${how})`);
   });

@@ -15,7 +15,7 @@ import {
 import { ucxProfileOfRun } from './helpers/env.js';
 import { Peer } from './helpers/peer.js';
 import { firstMismatch, pattern } from './helpers/pattern.js';
-import { sleep, within } from './helpers/deadline.js';
+import { eventually, sleep, within } from './helpers/deadline.js';
 
 /** A listener and a connected endpoint on two workers of one context: both ends of one connection. */
 async function connectedPair(context: Context, options: Parameters<Context['createWorker']>[0] = {}): Promise<{
@@ -284,8 +284,7 @@ describe('accepted endpoints read ahead', () => {
       await within(pair.clientEndpoint.streamSend(data), 5000, 'streamSend');
       // Let the accepted endpoint's read-ahead take the bytes and post its next receive, which the
       // client never feeds: the first streamRecv must be served from what was read ahead.
-      const deadline = Date.now() + 5000;
-      while (pair.serverEndpoint.streamBufferedBytes < data.length && Date.now() < deadline) await sleep(5);
+      await eventually(() => pair.serverEndpoint.streamBufferedBytes >= data.length, 5000);
       assert.equal(pair.serverEndpoint.streamBufferedBytes, data.length, 'the read-ahead did not take the bytes');
       const back = new Uint8Array(waitAll ? data.length : 64);
       const n = await within(pair.serverEndpoint.streamRecv(back, { waitAll }), 2000, 'the first streamRecv');

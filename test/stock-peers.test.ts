@@ -21,7 +21,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Context, UnreachableError, getUcxVersion, type ContextOptions, type Endpoint } from 'ucxx-ts';
 import { ucxProfileOfRun } from './helpers/env.js';
-import { within } from './helpers/deadline.js';
+import { eventually, within } from './helpers/deadline.js';
 import { STOCK_STEP_MS as STEP_MS, StockProgram } from './helpers/stock-program.js';
 
 const TAG = 0xcafen;
@@ -210,8 +210,7 @@ test('every accepted connection is handed out: stock clients that send one tag m
     }
   }
   // Every connection reaches the application, and every message waits in the worker for a receive.
-  const deadline = Date.now() + STEP_MS;
-  while (accepted.length < CLIENTS && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+  await eventually(() => accepted.length >= CLIENTS, STEP_MS, 10);
   assert.equal(accepted.length, CLIENTS, `${accepted.length} of ${CLIENTS} accepted connections were handed out`);
   for (let i = 0; i < CLIENTS; i++) {
     const buffer = new Uint8Array(16);

@@ -31,6 +31,7 @@ import {
 } from 'ucxx-ts';
 import { assertCPattern, cPattern } from './helpers/pattern.js';
 import { ucxCompileFlags } from './helpers/env.js';
+import { eventually } from './helpers/deadline.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SOURCE = join(ROOT, 'test', 'c', 'ucxx_python_peer.c');
@@ -455,8 +456,7 @@ test("ucxx Python's endpoint helpers between two ucxx-ts sides: closeAfterNRecv,
   assert.equal(await server.recv(buffer), 4);
   await serverClosed; // the third receive aborted it, and the close callback ran
   assert.equal(server.closed, true);
-  const deadline = Date.now() + 5000;
-  while ((listener.activeClients as number) !== 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+  await eventually(() => listener.activeClients === 0, 5000);
   assert.equal(listener.activeClients, 0);
 
   // An allocator that returns the wrong size is a TypeError; abort() fails what is pending at once.

@@ -13,3 +13,17 @@ export function within<T>(promise: PromiseLike<T>, ms: number, what: string | ((
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Checks `condition` every `stepMs` until it holds (true) or `ms` have passed (false): for a state that
+ * another process or UCX's own thread changes, with no event to await. The caller asserts the result
+ * with the message that says what it waited for.
+ */
+export async function eventually(condition: () => boolean, ms: number, stepMs = 5): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() >= deadline) return false;
+    await sleep(stepMs);
+  }
+  return true;
+}
