@@ -350,6 +350,47 @@ test("ucxx Python quickstart server (1 GiB, closes right after sending): every b
     assert.ok(whole > 0, 'no round delivered every byte');
   });
 
+// The quickstart the other way round: a ucxx-ts server that sends 1 GiB and closes at once. Its close
+// flushes first, yet ucxx Python's client can still see the disconnect before its receive completes
+// (docs/ucxx-python.md): every byte, or UCXXConnectionResetError, never a wrong byte or a hang.
+test('ucxx-ts as the quickstart server (1 GiB back, then close at once): ucxx Python\'s own client gets every byte or a reset, 3 connections',
+  { timeout: 300_000 }, async (t) => {
+    const wheel = setUp(t);
+    if (wheel === undefined) return;
+    const SIZE = 1024 * MiB;
+    const ROUNDS = 3;
+    await using context = new Context({ features: UCXX_PYTHON_FEATURES });
+    const worker = context.createWorker();
+    const listener = worker.listen({ host: '127.0.0.1', port: 0, handshake: 'ucxx-python' });
+    const connections = listener[Symbol.asyncIterator]();
+    const array = new Uint8Array(SIZE);
+    const zeros = new Uint8Array(SIZE);
+    let whole = 0;
+    try {
+      for (let round = 0; round < ROUNDS; round++) {
+        const client: CPeer = new CPeer(wheel.python, ['-u', SCRIPT, 'client', '127.0.0.1', String(listener.port), `quickstart-client:${SIZE}`], { stepMs: STEP_MS });
+        try {
+          const next = await client.guard(connections.next(), `round ${round}: accepting`);
+          assert.ok(next.done !== true);
+          const ep: UcxxPythonEndpoint = next.value;
+          assert.equal(await client.guard(ep.recv(array), `round ${round}: recv`), SIZE);
+          assert.equal(Buffer.compare(Buffer.from(array.buffer), Buffer.from(zeros.buffer)), 0, `round ${round}: the client's bytes are not all 0`);
+          array.fill(1);
+          await client.guard(ep.send(array), `round ${round}: send`);
+          await ep.close();
+          const out = await client.success();
+          assert.match(out, /^QUICKSTART (OK|RAISED UCXXConnectionResetError)/m, `round ${round}`);
+          if (/^QUICKSTART OK$/m.test(out)) whole++;
+        } finally {
+          client.kill();
+        }
+      }
+    } finally {
+      listener.close();
+    }
+    t.diagnostic(`ucxx Python's client got every byte in ${whole} of ${ROUNDS} rounds`);
+  });
+
 // examples/ucxx-echo.ts, as its comment says to run it, against ucxx Python in both roles.
 test('examples/ucxx-echo: its server echoes to a ucxx Python client, its client gets its bytes back from a ucxx Python echo server', { timeout: 120_000 }, async (t) => {
   const wheel = setUp(t);
