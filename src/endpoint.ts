@@ -28,7 +28,7 @@ import { COMPLETED, Request, ResultKind, type AnyRequest, type TagRecvInfo } fro
 import { SlotTable } from './internal/slot-table.js';
 import { asBytes, byteLengthOf, ffiMemory, optionsObject, toTag, toU64, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
-import { promiseOperation, requestOperation } from './engine/operations.js';
+import { requestOperation } from './engine/operations.js';
 import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import { OWN_MEMH_MIN } from './engine/own-memh.js';
@@ -159,7 +159,6 @@ export interface EndpointOptions {
 }
 
 const K = CONSTANTS;
-const REQ = layouts.ucp_request_param_t.offsets;
 
 const endpoints = new SlotTable<Endpoint>();
 

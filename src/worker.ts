@@ -12,16 +12,15 @@
 import { debug } from './internal/debug-log.js';
 import {
   CONSTANTS, OutCell, StructBuffer, UCS_ERR_INVALID_PARAM, UCS_ERR_NOT_CONNECTED, UCS_ERR_NO_MEMORY, UCS_ERR_REJECTED,
-  UCS_ERR_TIMED_OUT, UCS_OK, addressOf, captureStream, copyFromMemory, layouts, statusOfPtr, ucx,
-  ucxProfile, type Ptr,
+  UCS_ERR_TIMED_OUT, addressOf, captureStream, copyFromMemory, layouts, ucx, ucxProfile,
 } from './ffi/index.js';
 import { OwnMemh } from './engine/own-memh.js';
 import { OwnRequests } from './engine/own-request.js';
 import { CanceledError, ClosedError, InvalidAddressError, check, errorFromStatus } from './errors/index.js';
-import { COMPLETED, Request, ResultKind, type AnyRequest, type RequestHost, type TagRecvInfo } from './request.js';
+import { Request, ResultKind, type AnyRequest, type TagRecvInfo } from './request.js';
 import { ProgressEngine, type ProgressMode } from './engine/progress-engine.js';
 import { RequestEngine } from './engine/request-engine.js';
-import { failedRequest, promiseOperation, requestOperation } from './engine/operations.js';
+import { failedRequest, requestOperation } from './engine/operations.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
   kAbandon, kAborted, kBindSignal, kCloseWithin, kFail, kCreate, kDefer, kDetachable, kEndpointByHandle, kEndpointRef,

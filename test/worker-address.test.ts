@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
 import { Context, UcxError, UnreachableError, WorkerAddressFormatError, type Worker } from 'ucxx-ts';
-import { requireLoadedProfile, type UcxFormat } from '#ucxx-ts/ffi/ucx-versions.js';
+import { requireLoadedProfile } from '#ucxx-ts/ffi/ucx-versions.js';
 import {
   parseWorkerAddress, transportOfCsum, ucsCrc16, validateWorkerAddress,
 } from '#ucxx-ts/internal/worker-address.js';

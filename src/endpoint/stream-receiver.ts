@@ -17,7 +17,6 @@ import { INTERNAL } from '../errors/misuse.js';
 import {
   kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kFail, kOnSettle, kReply, kRequests,
 } from '../internal/symbols.js';
-import type { Worker } from '../worker.js';
 import type { StreamServices } from '../worker/services.js';
 
 const K = CONSTANTS;

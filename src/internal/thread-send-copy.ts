@@ -14,7 +14,7 @@
  * buffer by the sender's own progress, which a terminated thread never runs.
  */
 import { isMainThread } from 'node:worker_threads';
-import { addressOf, ucx, type Ptr } from '../ffi/index.js';
+import { addressOf, ucx } from '../ffi/index.js';
 
 /** Whether this thread's sends are copied. */
 export const COPY_THREAD_SENDS = !isMainThread;
