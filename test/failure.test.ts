@@ -10,7 +10,7 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
 import { Peer } from './helpers/peer.js';
-import { within } from './helpers/deadline.js';
+import { eventually, within } from './helpers/deadline.js';
 import { failsAtOnce } from './helpers/fails-at-once.js';
 import { peerEnvironment } from './helpers/env.js';
 
@@ -197,7 +197,7 @@ test("a peer that closes: 'close' alone, closedByPeer, also with a receive waiti
   for (const waiting of [false, true]) {
     const count = accepted.length;
     const client = await worker.connect('127.0.0.1', listener.port);
-    await within((async () => { while (accepted.length === count) await new Promise((r) => setTimeout(r, 5)); })(), 5000, 'the accepted endpoint');
+    assert.ok(await eventually(() => accepted.length !== count, 5000), 'timed out after 5000 ms: the accepted endpoint');
     const server = accepted[count] as Endpoint;
     await server.flush();
     const events: string[] = [];
