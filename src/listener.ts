@@ -15,13 +15,15 @@ import {
   kWireupFlush,
 } from './internal/symbols.js';
 import { debug } from './internal/debug-log.js';
-import { CONSTANTS, OutCell, StructBuffer, UCS_ERR_BUSY, addressOf, layouts, registerCallback, ucpVersion, ucx } from './ffi/index.js';
+import {
+  CONSTANTS, OutCell, StructBuffer, UCS_ERR_BUSY, UCS_ERR_REJECTED, addressOf, layouts, registerCallback, sameWireRange, ucpVersion, ucx,
+} from './ffi/index.js';
 import { ClosedError, ConnectionAcceptError, check } from './errors/index.js';
 import { EventEmitter } from 'node:events';
 import { SlotTable } from './internal/slot-table.js';
 import { decodeSockaddr, encodeSockaddr, type SocketAddress } from './internal/sockaddr.js';
 import { peerKey, socketsOnPort } from './internal/port-sockets.js';
-import { isUcxxTsClientId } from './internal/client-id.js';
+import { clientIdRelease, isUcxxTsClientId } from './internal/client-id.js';
 import { Endpoint, type EndpointOptions, type PeerAddress } from './endpoint.js';
 import type { Worker } from './worker.js';
 import { InvalidArgumentError, INTERNAL, checkConstructorToken } from './errors/misuse.js';
@@ -331,6 +333,14 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     if (!this.#pending.has(connRequest) || this.#handle === null) return;
     // ucp_ep_create consumes the request: ask for the client's address before.
     const address = clientAddress(connRequest);
+    const id = clientId(connRequest);
+    if (id !== null && isUcxxTsClientId(id) && !sameWireRange(clientIdRelease(id), ucpVersion())) {
+      // UCX reads another release's request as garbage: it mostly refuses it, but now and then creates an
+      // endpoint that fails at once (docs/ucx-1.20-bugs/cross_release_accept.c). Refuse such a client
+      // surely, and say why.
+      this.#refuseRelease(connRequest, address, clientIdRelease(id));
+      return;
+    }
     const decide = this.#decide;
     if (decide === undefined) {
       this.#decided(connRequest, address, true);
@@ -338,7 +348,6 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     }
     let verdict: unknown;
     try {
-      const id = clientId(connRequest);
       verdict = decide(Object.freeze({
         clientAddress: address, listenerPort: this.#port, clientId: id, fromUcxxTs: id !== null && isUcxxTsClientId(id),
       }));
@@ -354,6 +363,17 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
           'the decision cannot wait (UCX 1.13 aborts when a connection request is left undecided); the client was refused');
       });
     }
+  }
+
+  /** Refuses a ucxx-ts client on a UCX release this one cannot read, and reports it as connectionError. */
+  #refuseRelease(connRequest: bigint, address: SocketAddress | null, release: [number, number]): void {
+    if (!this.#pending.delete(connRequest) || this.#handle === null) return;
+    ucx().ucp_listener_reject(this.#handle, connRequest);
+    const client = address === null ? null : addressText(address);
+    const failure = new ConnectionAcceptError(`${this.#host}:${this.#port}`, client, UCS_ERR_REJECTED, ucpVersion().join('.'),
+      `${release[0]}.${release[1]}`);
+    debug('listener on :%d: %s', this.#port, failure.message);
+    if (this.listenerCount('connectionError') > 0) this.emit('connectionError', failure);
   }
 
   /** Accepts or refuses a connection request still pending. */

@@ -12,7 +12,7 @@
 import { debug } from './internal/debug-log.js';
 import {
   CONSTANTS, OutCell, StructBuffer, UCS_ERR_INVALID_PARAM, UCS_ERR_NOT_CONNECTED, UCS_ERR_NO_MEMORY, UCS_ERR_REJECTED,
-  UCS_ERR_TIMED_OUT, addressOf, captureStream, copyFromMemory, layouts, ucx, ucxProfile,
+  UCS_ERR_TIMED_OUT, addressOf, captureStream, copyFromMemory, layouts, ucpVersion, ucx, ucxProfile,
 } from './ffi/index.js';
 import { OwnMemh } from './engine/own-memh.js';
 import { OwnRequests } from './engine/own-request.js';
@@ -160,7 +160,7 @@ export class Worker {
     const params = new StructBuffer(layouts.ucp_worker_params_t);
     // The client id marks this worker's connection requests as ucxx-ts's (src/internal/client-id.ts).
     params.setU64('field_mask', K.UCP_WORKER_PARAM_FIELD_THREAD_MODE | K.UCP_WORKER_PARAM_FIELD_CLIENT_ID)
-      .setU32('thread_mode', 0).setU64('client_id', newClientId());
+      .setU32('thread_mode', 0).setU64('client_id', newClientId(ucpVersion()));
     let name: Buffer | undefined;
     if (options.name !== undefined) {
       name = Buffer.from(`${options.name}\0`);

@@ -16,6 +16,8 @@ import { Peer, type PeerMessage } from './helpers/peer.js';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** How long one step may take before the test calls it a hang (a refused connect takes well under 1 s). */
 const STEP_MS = 20_000;
+/** Connects of a client on the other release per test: each must be refused, on both sides. */
+const CROSSED_CONNECTS = 10;
 
 function wheelLibDir(): string | null {
   const lib = join(ROOT, '.venv', 'lib');
@@ -80,45 +82,36 @@ for (const [listenerSide, clientSide] of DIRECTIONS) {
       const same = await start(listenerSide, mode);
       try {
         const listening = await server.peer.call({ type: 'listen' }, 'listening', STEP_MS);
-        const result = await client.peer.call({ type: 'connect', port: listening['port'] }, 'connect-result', STEP_MS);
-        assert.equal(result['ok'], false, `the connect across releases succeeded: ${JSON.stringify(result)}`);
-        const error = result['error'] as PeerMessage & { message: string };
-        assert.equal(error['name'], 'ConnectionRefusedError', JSON.stringify(error));
-        assert.equal(error['code'], 'UCS_ERR_NOT_CONNECTED');
-        assert.match(error.message, /listener there refused the connection/);
-        assert.ok(error.message.includes(`A listener on another UCX release refuses a client this way too: this process runs UCX ${client.version}`),
-          error.message);
+        // A ucxx-ts client tells its UCX release in its client id, and the listener refuses another
+        // release's request before UCX reads it: UCX itself reads it as garbage and now and then creates
+        // an endpoint that fails at once (docs/ucx-1.20-bugs/cross_release_accept.c, 1-2 of 10-20 tries).
+        for (let attempt = 0; attempt < CROSSED_CONNECTS; attempt++) {
+          const result = await client.peer.call({ type: 'connect', port: listening['port'] }, 'connect-result', STEP_MS);
+          assert.equal(result['ok'], false, `the connect across releases succeeded: ${JSON.stringify(result)}`);
+          const error = result['error'] as PeerMessage & { message: string };
+          assert.equal(error['name'], 'ConnectionRefusedError', JSON.stringify(error));
+          assert.equal(error['code'], 'UCS_ERR_NOT_CONNECTED');
+          assert.match(error.message, /listener there refused the connection/);
+          assert.ok(error.message.includes(`A listener on another UCX release refuses a client this way too: this process runs UCX ${client.version}`),
+            error.message);
 
-        // A 1.20.1 listener (v1 protocols) sometimes creates the endpoint for a 1.13.1 client's request
-        // instead of refusing it (seen in NONE mode in 1 of 2 full runs of the file, and in PEER mode in a
-        // CI run): it reports no connection error, and hands out an endpoint its client already closed.
-        // The client's refusal is as expected either way. Not analysed yet.
-        const silent = listenerSide === 'wheel'
-          ? 'a 1.20.1 listener sometimes accepts a 1.13.1 client\'s request instead of refusing it (not analysed)' : undefined;
-        await t.test('the listener reports the client it could not accept', { todo: silent }, async () => {
           const refused = await server.peer.next('connection-error', STEP_MS);
           const accept = refused['error'] as PeerMessage & { message: string };
           assert.equal(refused['isClass'], true, 'a ConnectionAcceptError');
           assert.equal(accept['name'], 'ConnectionAcceptError');
           assert.equal(accept['code'], 'UCS_ERR_REJECTED');
-          assert.equal(typeof refused['ucxStatus'], 'number');
-          assert.ok((refused['ucxStatus'] as number) < 0, `UCX's status ${String(refused['ucxStatus'])}`);
+          assert.equal(refused['ucxStatus'], -23, 'UCS_ERR_REJECTED: the listener refused it itself');
           assert.match(String(refused['client']), /^127\.0\.0\.1:\d+$/);
-          assert.ok(accept.message.includes(`this process runs UCX ${server.version}`), accept.message);
-        });
+          assert.ok(accept.message.includes(`that ucxx-ts client runs UCX ${minorOf(client.version)}, this process runs UCX ${server.version}`),
+            accept.message);
+        }
 
         // The listener goes on: a client of its own release connects and a message goes through.
         await t.test('the listener still serves a client of its own release', async () => {
           const ok = await same.peer.call({ type: 'connect', port: listening['port'] }, 'connect-result', STEP_MS);
           assert.equal(ok['ok'], true, JSON.stringify(ok));
           assert.deepEqual(ok['probe'], { outcome: 'sent' });
-          let accepted = await server.peer.next('accepted', STEP_MS);
-          if (silent !== undefined && (accepted['probe'] as { outcome?: string } | undefined)?.outcome === 'failed') {
-            // The crossed client's connection, accepted by UCX (above): closed, and said so.
-            assert.equal(((accepted['probe'] as { error?: { name?: string } }).error)?.name, 'ClosedError', JSON.stringify(accepted));
-            t.diagnostic(`the crossed client was handed out, closed: ${JSON.stringify(accepted['probe'])}`);
-            accepted = await server.peer.next('accepted', STEP_MS);
-          }
+          const accepted = await server.peer.next('accepted', STEP_MS);
           assert.deepEqual(accepted['probe'], { outcome: 'sent' });
           // The crossed client was never handed out as a live connection.
           await assert.rejects(server.peer.next('accepted', 200), /timed out/);

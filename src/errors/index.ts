@@ -532,9 +532,15 @@ export class ConnectionAcceptError extends UcxError {
   readonly ucxStatus: number;
   /** The client's address as 'host:port', or null when UCX could not tell it. */
   readonly client: string | null;
-  constructor(listener: string, client: string | null, ucxStatus: number, ucxVersion: string) {
-    super(UCS_ERR_REJECTED,
-      `listener ${listener} could not accept the connection from ${client ?? 'a client'} (UCX said ` +
+  /**
+   * `clientRelease`: the client's UCX release ('1.13') when the client told it (a ucxx-ts client), and
+   * the listener refused it for that.
+   */
+  constructor(listener: string, client: string | null, ucxStatus: number, ucxVersion: string, clientRelease?: string) {
+    super(UCS_ERR_REJECTED, clientRelease !== undefined
+      ? `listener ${listener} refused the connection from ${client ?? 'a client'}: that ucxx-ts client runs UCX ` +
+        `${clientRelease}, this process runs UCX ${ucxVersion}, and both peers must run the same UCX release range`
+      : `listener ${listener} could not accept the connection from ${client ?? 'a client'} (UCX said ` +
         `${statusName(ucxStatus)}). A client on another UCX release is refused this way: this process runs UCX ` +
         `${ucxVersion}, and both peers must run the same UCX release range`);
     this.name = 'ConnectionAcceptError';

@@ -9,7 +9,7 @@ import { RelayWatch, type FdWatch } from './fd-relay.js';
 import { callbackTypes, declareFunctions, type Address, type CallbackKind, type UcxFunctions } from './functions.js';
 
 export { UcxLibraryNotFoundError, UCX_ENVIRONMENT_DEFAULTS, mappedLibraryPath } from './library.js';
-export { UnsupportedUcxVersionError, SUPPORTED_UCX, UCX_PROFILES, type UcxProfile, type UcxFormat } from './ucx-versions.js';
+export { UnsupportedUcxVersionError, SUPPORTED_UCX, UCX_PROFILES, sameWireRange, type UcxProfile, type UcxFormat } from './ucx-versions.js';
 import { loadedProfile, type UcxProfile } from './ucx-versions.js';
 export type { Address, Ptr, PtrArg, UcxFunctions, CallbackKind } from './functions.js';
 export * as layouts from './layouts.js';

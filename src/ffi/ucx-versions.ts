@@ -212,6 +212,16 @@ export function profileFor(version: readonly [number, number, number]): UcxProfi
   throw new UnsupportedUcxVersionError(`${major}.${minor}.${release}`, dir ? `${dir}/libucp.so.0` : 'libucp.so.0');
 }
 
+/**
+ * Whether UCX releases a and b ([major, minor]) can connect: the same minor version, or minors of one
+ * tested range (UCX promises no wire format across minor versions; within a range ucxx-ts tested it).
+ */
+export function sameWireRange(a: readonly [number, number, ...number[]], b: readonly [number, number, ...number[]]): boolean {
+  if (a[0] === b[0] && a[1] === b[1]) return true;
+  if (a[0] !== SUPPORTED_UCX.major || b[0] !== SUPPORTED_UCX.major) return false;
+  return UCX_PROFILES.some((p) => a[1] >= p.minors[0] && a[1] <= p.minors[1] && b[1] >= p.minors[0] && b[1] <= p.minors[1]);
+}
+
 /** Throws UnsupportedUcxVersionError unless [major, minor, release] is supported (or the check is off). */
 export function checkUcxVersion(version: readonly [number, number, number]): void {
   profileFor(version);

@@ -1,19 +1,28 @@
 /**
  * The client id a ucxx-ts worker sends with its connection requests (UCP_WORKER_PARAM_FIELD_CLIENT_ID,
- * UCP_EP_PARAMS_FLAGS_SEND_CLIENT_ID, in UCX since 1.11): 'ucxt' in its high 32 bits, a random number
- * per worker below. A ucxx-ts listener reads it from the request (ucp_conn_request_query) and so knows
- * a ucxx-ts client from any other; ucxx and UCX's own servers never look at it.
+ * UCP_EP_PARAMS_FLAGS_SEND_CLIENT_ID, in UCX since 1.11): 'ucxt' in its high 32 bits, then the major and
+ * minor version of the client's UCX (8 bits each), then a random number per worker (16 bits, never 0).
+ * A ucxx-ts listener reads it from the request (ucp_conn_request_query) and so knows a ucxx-ts client
+ * from any other, and a ucxx-ts client on another UCX release before UCX tries to read its request; ucxx
+ * and UCX's own servers never look at it. UCX carries the id unchanged between 1.13 and 1.20, whose
+ * request formats otherwise differ.
  */
 import { randomInt } from 'node:crypto';
 
 const MARK = 0x75637874n; // 'ucxt'
 
-/** A new worker's client id. */
-export function newClientId(): bigint {
-  return (MARK << 32n) | BigInt(randomInt(1, 2 ** 32 - 1));
+/** A new worker's client id, for a worker on UCX [major, minor]. */
+export function newClientId(release: readonly [number, number, ...number[]]): bigint {
+  const [major, minor] = release;
+  return (MARK << 32n) | (BigInt(major & 0xff) << 24n) | (BigInt(minor & 0xff) << 16n) | BigInt(randomInt(1, 0x10000));
 }
 
 /** Whether a client id (0 when the client sent none) is a ucxx-ts worker's. */
 export function isUcxxTsClientId(id: bigint): boolean {
   return id >> 32n === MARK;
+}
+
+/** The [major, minor] UCX release a ucxx-ts client id names. */
+export function clientIdRelease(id: bigint): [number, number] {
+  return [Number((id >> 24n) & 0xffn), Number((id >> 16n) & 0xffn)];
 }
