@@ -29,10 +29,11 @@ import { Request, ResultKind } from './request.js';
 import { requestOperation } from './engine/operations.js';
 import { SlotTable } from './internal/slot-table.js';
 import { asBytes, type BufferSource, show } from './internal/bytes.js';
-import { kComplete, kEndpointByHandle, kReply, kRequests, kUpdateBusy } from './internal/symbols.js';
+import { kComplete, kEndpointByHandle, kReply, kReplyHandle, kRequests, kUpdateBusy } from './internal/symbols.js';
 import type { Endpoint } from './endpoint.js';
 import { onStreamEndMessage } from './endpoint/stream-end.js';
-import { AM_ID_MAX, AM_ID_STREAM_END } from './am-ids.js';
+import { onFastLaneMessage } from './endpoint/fast-lane.js';
+import { AM_ID_FAST_LANE, AM_ID_MAX, AM_ID_STREAM_END } from './am-ids.js';
 import type { Worker } from './worker.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken,
@@ -152,6 +153,8 @@ export class AmMessage {
   readonly rendezvous: boolean;
   /** The endpoint to answer on, when the sender set `reply: true` and it is one of this worker's. */
   readonly replyEndpoint: Endpoint | null;
+  /** @internal The reply endpoint's raw ucp_ep_h (0n: none), for the fast lane's handshake. */
+  [kReplyHandle] = 0n;
   readonly #worker: Worker;
   readonly #workerHandle: bigint;
   readonly #data: Uint8Array | null;
@@ -319,6 +322,8 @@ export class AmDispatcher {
       for (let id = 0; id < AM_IDS_HELD; id++) this.#register(id, true);
       this.#handlers.set(AM_ID_STREAM_END, onStreamEndMessage);
       this.#register(AM_ID_STREAM_END, true);
+      this.#handlers.set(AM_ID_FAST_LANE, onFastLaneMessage);
+      this.#register(AM_ID_FAST_LANE, true);
     }
   }
 
@@ -472,12 +477,14 @@ export class AmDispatcher {
     const handler = this.#draining.has(id) ? undefined : this.#handlers.get(id);
     let rendezvous = false;
     let replyEndpoint: Endpoint | null = null;
+    let replyHandle = 0n;
     if (param !== 0) {
       const fields = readStruct(param, RECV_PARAM.size);
       const attr = fields.readUInt32LE(RECV_PARAM.offsets.recv_attr);
       rendezvous = (attr & ATTR_RNDV) !== 0;
       if ((attr & ATTR_REPLY_EP) !== 0) {
-        replyEndpoint = this.#worker[kEndpointByHandle](fields.readBigUInt64LE(RECV_PARAM.offsets.reply_ep)) ?? null;
+        replyHandle = fields.readBigUInt64LE(RECV_PARAM.offsets.reply_ep);
+        replyEndpoint = this.#worker[kEndpointByHandle](replyHandle) ?? null;
       }
     }
     if (handler === undefined &&
@@ -493,6 +500,7 @@ export class AmDispatcher {
     const message = new AmMessage(
       INTERNAL, this.#owner, this.#workerHandle, id, headerBytes, length, payload, pending, replyEndpoint,
     );
+    message[kReplyHandle] = replyHandle;
     if (handler === undefined) {
       // Held for the handler or iterator the program sets next: a rendezvous sender waits until then.
       this.#hold(message);
@@ -561,11 +569,16 @@ export class AmDispatcher {
  */
 export function checkAmId(id: number, reserved = false): void {
   if (!Number.isInteger(id) || id < 0 || id > AM_ID_MAX) {
-    throw new ArgumentOutOfRangeError(`AM id must be an integer in [0, ${AM_ID_MAX - 1}], got ${show(id)}`);
+    throw new ArgumentOutOfRangeError(`AM id must be an integer in [0, ${AM_ID_FAST_LANE - 1}], got ${show(id)}`);
   }
   if (id === AM_ID_STREAM_END && !reserved) {
     throw new ArgumentOutOfRangeError(
-      `AM id ${id} (AM_ID_STREAM_END) is reserved by ucxx-ts for the Duplex's end-of-stream marker; ids 0-${AM_ID_MAX - 1} are yours`,
+      `AM id ${id} (AM_ID_STREAM_END) is reserved by ucxx-ts for the Duplex's end-of-stream marker; ids 0-${AM_ID_FAST_LANE - 1} are yours`,
+    );
+  }
+  if (id === AM_ID_FAST_LANE && !reserved) {
+    throw new ArgumentOutOfRangeError(
+      `AM id ${id} (AM_ID_FAST_LANE) is reserved by ucxx-ts for setting up fast lanes; ids 0-${AM_ID_FAST_LANE - 1} are yours`,
     );
   }
 }

@@ -50,7 +50,7 @@ import {
 import { featureMismatchHint } from './internal/hints.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
 import { checkAmId } from './active-message.js';
-import { kReservedAmId } from './internal/symbols.js';
+import { kAdoptLane, kDropLane, kLaneMapped, kOpenLane, kReservedAmId } from './internal/symbols.js';
 import type { ReceiveOptions } from './worker.js';
 import { RemoteKey } from './remote-key.js';
 import type { Worker } from './worker.js';
@@ -156,6 +156,13 @@ export interface EndpointOptions {
    * 5000; at most 100 for an endpoint whose peer is gone, whose graceful close UCX ends only by its timers.
    */
   closeTimeout?: number;
+  /**
+   * `connect()` only: takes a fast lane when the listener is a ucxx-ts one on this host that offers it
+   * (`listen({ fastLane: true })`): the data moves over shared memory while the PEER-mode connection
+   * keeps detecting a failed peer (`endpoint.fastLane`; docs/interoperability.md). Any other server
+   * sees an ordinary connection. Default false.
+   */
+  fastLane?: boolean;
 }
 
 const K = CONSTANTS;
@@ -243,6 +250,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   readonly #watchdog: FailureWatchdog;
   /** The connect's wireup flush while the server has not answered it (worker.connect). */
   #connecting: AnyRequest | null = null;
+  /**
+   * The fast lane (src/endpoint/fast-lane.ts): a NONE-mode ucp_ep to the peer's worker that carries
+   * every operation while #handle, in PEER mode, only detects the peer's failure; null without one.
+   */
+  #lane: bigint | null = null;
 
   /** @internal (IllegalConstructorError from outside: use worker.connect(), connectToAddress() or a Listener) */
   static [kCreate](
@@ -266,7 +278,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#owner = worker;
     this.#stream = new StreamReceiver({
       worker,
-      openHandle: () => (this.#state === 'open' ? this.#handle : null),
+      openHandle: () => (this.#state === 'open' ? this.#lane ?? this.#handle : null),
       stashed: () => worker[kStreamStashed](this),
     });
     this.#peer = peer;
@@ -457,7 +469,23 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /**
-   * The `ucp_ep_h` handle, for code that calls libucp itself.
+   * Whether this endpoint's data moves over a fast lane: a NONE-mode connection to the peer's worker
+   * (shared memory on one host) beside the PEER-mode one that detects the peer's failure. Two ucxx-ts
+   * processes on one host set one up when both ask for it (`fastLane: true`; docs/interoperability.md).
+   *
+   * @example
+   * ```ts
+   * const ep = await worker.connect('127.0.0.1', port, { fastLane: true });
+   * console.log(ep.fastLane); // true against a ucxx-ts listener of this host with fastLane: true
+   * ```
+   */
+  get fastLane(): boolean {
+    return this.#lane !== null;
+  }
+
+  /**
+   * The `ucp_ep_h` handle, for code that calls libucp itself: the fast lane's when the endpoint has one
+   * (the one its data moves on).
    *
    * @example
    * ```ts
@@ -484,7 +512,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * ```
    */
   getTransports(): EndpointTransport[] {
-    const ep = this[kLive]('getTransports');
+    const ep = this[kLive]('getTransports');  // the fast lane's when there is one
     return [...parseEndpointInfo(captureStream((stream) => ucx().ucp_ep_print_info(ep, stream))).lanes];
   }
 
@@ -498,7 +526,55 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       throw Object.assign(err, { operation: what });
     }
     this.#worker[kLive]('Endpoint');
-    return this.#handle;
+    return this.#lane ?? this.#handle;
+  }
+
+  /**
+   * @internal The client's side of the fast lane: a NONE-mode ucp_ep to the server's worker `address`
+   * (validated by the caller), reporting its errors as this endpoint's.
+   */
+  [kOpenLane](address: Uint8Array): void {
+    const workerHandle = this.#worker[kHandle];
+    if (workerHandle === null || this.#state !== 'open' || this.#lane !== null) throw new ClosedError(`the Endpoint (${this.#peer})`);
+    const params = new StructBuffer(layouts.ucp_ep_params_t);
+    params
+      .setU64('field_mask', K.UCP_EP_PARAM_FIELD_ERR_HANDLER | K.UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | K.UCP_EP_PARAM_FIELD_REMOTE_ADDRESS)
+      .setPtr('err_handler.cb', errorCallbackAddress())
+      .setPtr('err_handler.arg', BigInt(this.#id))
+      .setU32('err_mode', Number(K.UCP_ERR_HANDLING_MODE_NONE))
+      .setPtr('address', addressOf(address));
+    const out = new OutCell();
+    const status = ucx().ucp_ep_create(workerHandle, params.buffer, out.reset());
+    if (status !== 0) throw errorFromStatus(status, `ucp_ep_create (fast lane to ${this.#peer})`);
+    this[kAdoptLane](out.ptr() as bigint);
+  }
+
+  /** @internal The server's side of the fast lane: the ucp_ep UCX made for the client's lane. */
+  [kAdoptLane](lane: bigint): void {
+    this.#lane = lane;
+    this.#worker[kLaneMapped](this, lane, true);
+    debug('endpoint #%d to %s: fast lane %s', this.#id, this.#peer, lane.toString(16));
+  }
+
+  /** @internal The lane is not taken after all (the server refused it late): closed, data stays on #handle. */
+  async [kDropLane](): Promise<void> {
+    const lane = this.#lane;
+    if (lane === null) return;
+    this.#lane = null;
+    this.#worker[kLaneMapped](this, lane, false);
+    await this.#closeLane(lane, false);
+  }
+
+  /** Closes the fast lane's ucp_ep (NONE mode: graceful only), progressed for up to closeTimeout. */
+  async #closeLane(lane: bigint, failed: boolean): Promise<void> {
+    const requests = this.#worker[kRequests];
+    const block = requests.params.close;
+    block.setFlags(0);
+    const request = requests.open<void>(block, ResultKind.Void, 'endpoint close', null);
+    const ptr = failed ? withUcxLogsQuiet(() => ucx().ucp_ep_close_nbx(lane, block.address)) : ucx().ucp_ep_close_nbx(lane, block.address);
+    requests.track(request, block, ptr);
+    if (request.completed) return;
+    await this.#worker[kProgressUntil](() => request.completed, failed ? Math.min(this.#closeTimeout, FAILED_CLOSE_WAIT_MS) : this.#closeTimeout);
   }
 
   /**
@@ -1381,6 +1457,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       let rounds = 0;
       await this.#worker[kProgressUntil](() => rounds++ > 0, 50);
       this.#stream.drain(handle);
+      // The fast lane first: the peer's side of it closes when it sees this endpoint's close.
+      const lane = this.#lane;
+      if (lane !== null) {
+        this.#stream.drain(lane);
+        this.#lane = null;
+        this.#worker[kLaneMapped](this, lane, false);
+        await this.#closeLane(lane, failed);
+      }
       // A failed endpoint not known to be in PEER mode (whose ids UCX looks up safely) may have sent
       // rendezvous messages the worker still holds: the worker keeps its ucp_ep while they last.
       const parked = failed && this.#peerMode !== true && this.#worker[kParkIfHeld](() => this.#closeWith(handle, true));
@@ -1454,6 +1538,16 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const handle = this.#handle;
     if (handle === null || this.#state === 'closed') return null;
     for (const key of [...this.#keys]) key.close();
+    const lane = this.#lane;
+    if (lane !== null) {
+      // Left to the worker's teardown, which progresses it.
+      this.#lane = null;
+      const block = this.#worker[kRequests].params.close;
+      block.setFlags(0);
+      const requests = this.#worker[kRequests];
+      const request = requests.open<void>(block, ResultKind.Void, 'endpoint close', null);
+      requests.track(request, block, ucx().ucp_ep_close_nbx(lane, block.address));
+    }
     this.#state = 'closed';
     this.#syncRef();
     this.#handle = null;

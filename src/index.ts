@@ -14,7 +14,7 @@ export {
   type AtomicOptions, type OperationOptions, type PeerAddress, type EndpointTransport, type LaneUsage, type BufferSource,
 } from './endpoint.js';
 export { AmMessage, AM_IDS_HELD, type AmHandler } from './active-message.js';
-export { AM_ID_MAX, AM_ID_STREAM_END } from './am-ids.js';
+export { AM_ID_FAST_LANE, AM_ID_MAX, AM_ID_STREAM_END } from './am-ids.js';
 export { UcxxAmMessage, UCXX_AM_ID, type UcxxAmSendOptions, type AmReceiverCallback } from './ucxx/am.js';
 export { type TagMultiRecvOptions } from './ucxx/tag-multi.js';
 export {

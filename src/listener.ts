@@ -24,6 +24,8 @@ import { SlotTable } from './internal/slot-table.js';
 import { decodeSockaddr, encodeSockaddr, type SocketAddress } from './internal/sockaddr.js';
 import { peerKey, socketsOnPort } from './internal/port-sockets.js';
 import { clientIdRelease, isUcxxTsClientId } from './internal/client-id.js';
+import { isLocalIp } from './internal/peer-locality.js';
+import { offerLane, publishHint } from './endpoint/fast-lane.js';
 import { Endpoint, type EndpointOptions, type PeerAddress } from './endpoint.js';
 import type { Worker } from './worker.js';
 import { InvalidArgumentError, INTERNAL, checkConstructorToken } from './errors/misuse.js';
@@ -66,6 +68,18 @@ export interface ListenerOptions {
    * ```
    */
   accept?: (request: ConnectionRequest) => boolean;
+  /**
+   * Offers a fast lane to ucxx-ts clients on this host that ask for one (`connect(..., { fastLane:
+   * true })`): their data then moves over shared memory while the PEER-mode connection keeps detecting
+   * a failed peer (`endpoint.fastLane`; docs/interoperability.md). Other clients (ucxx, UCX programs,
+   * other hosts) never see anything of it. Needs the context's 'am' feature. Default false.
+   *
+   * @example
+   * ```ts
+   * const listener = worker.listen({ port: 13337, fastLane: true });
+   * ```
+   */
+  fastLane?: boolean;
 }
 
 /** An incoming connection, as the listener's `accept` callback sees it (before it is an endpoint). */
@@ -241,8 +255,15 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     const bound = decodeSockaddr(attr.buffer, layouts.ucp_listener_attr_t.offsets.sockaddr);
     this.#host = host;
     this.#port = bound.port;
+    if (options.fastLane !== undefined && typeof options.fastLane !== 'boolean') {
+      throw new InvalidArgumentError(`options.fastLane must be a boolean, got ${show(options.fastLane)}`);
+    }
+    if (options.fastLane === true && worker.context.features.includes('am')) this.#laneHint = publishHint(bound.port);
     debug('listener on %s:%d open', host, bound.port);
   }
+
+  /** The fast lanes' hint on this host, while the listener offers them (endpoint/fast-lane.ts). */
+  #laneHint: { close(): void } | null = null;
 
   /** The port the listener is bound to (the chosen one when 0 was asked for). */
   get port(): number {
@@ -341,9 +362,11 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
       this.#refuseRelease(connRequest, address, clientIdRelease(id));
       return;
     }
+    // A ucxx-ts client on this host may take a fast lane (it asks by waiting for the offer).
+    const lane = this.#laneHint !== null && id !== null && isUcxxTsClientId(id) && address !== null && isLocalIp(address.host);
     const decide = this.#decide;
     if (decide === undefined) {
-      this.#decided(connRequest, address, true);
+      this.#decided(connRequest, address, true, lane);
       return;
     }
     let verdict: unknown;
@@ -356,7 +379,7 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
       process.nextTick(() => { throw err; });
       return;
     }
-    this.#decided(connRequest, address, verdict === true);
+    this.#decided(connRequest, address, verdict === true, lane);
     if (typeof verdict !== 'boolean') {
       process.nextTick(() => {
         throw new InvalidArgumentError(`a listener's accept callback must return true or false, got ${show(verdict)}: ` +
@@ -377,7 +400,7 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
   }
 
   /** Accepts or refuses a connection request still pending. */
-  #decided(connRequest: bigint, address: SocketAddress | null, ok: boolean): void {
+  #decided(connRequest: bigint, address: SocketAddress | null, ok: boolean, lane = false): void {
     if (!this.#pending.delete(connRequest) || this.#handle === null) return;
     const workerHandle = this.#worker[kHandle];
     if (!ok || workerHandle === null || this.#worker.closed) {
@@ -402,7 +425,9 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
       if (this.listenerCount('connectionError') > 0) this.emit('connectionError', failure);
       return;
     }
-    if (this.#worker.context.features.includes('stream')) endpoint[kReadStreamAhead]();
+    const stream = this.#worker.context.features.includes('stream');
+    // With a lane to offer, the stream is read on the lane once it is settled (nothing comes before).
+    if (stream && !lane) endpoint[kReadStreamAhead]();
     // Hand the endpoint out once its wireup is complete (UCX 1.13 has mishandled sends posted before
     // that), but hand it out whatever happens: a client that sent and closed at once still left its
     // messages in this worker, and its endpoint reports the close after delivery.
@@ -411,11 +436,26 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
       if (delivered) return;
       delivered = true;
       clearTimeout(timer);
-      this.#deliver(endpoint);
+      if (!lane) {
+        this.#deliver(endpoint);
+        return;
+      }
+      void offerLane(endpoint, this.#workerAddress()).then(() => {
+        if (stream) endpoint[kReadStreamAhead]();
+        this.#deliver(endpoint);
+      });
     };
     const timer = setTimeout(deliver, WIREUP_WAIT_MS);
     timer.unref();
     endpoint[kWireupFlush]().then(deliver, deliver);
+  }
+
+  #laneAddress: Uint8Array | null = null;
+
+  /** The worker's address, offered to fast-lane clients. */
+  #workerAddress(): Uint8Array {
+    this.#laneAddress ??= this.#owner.getAddress();
+    return this.#laneAddress;
   }
 
   #deliver(endpoint: Endpoint): void {
@@ -461,6 +501,8 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     if (this.#handle === null) return;
     const handle = this.#handle;
     this.#handle = null;
+    this.#laneHint?.close();
+    this.#laneHint = null;
     for (const connRequest of this.#pending) ucx().ucp_listener_reject(handle, connRequest);
     this.#pending.clear();
     for (const waiter of this.#waiting.splice(0)) waiter({ value: undefined, done: true });

@@ -24,7 +24,7 @@ import { failedRequest, requestOperation } from './engine/operations.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
   kAbandon, kAborted, kBindSignal, kCloseWithin, kFail, kCreate, kDefer, kDetachable, kEndpointByHandle, kEndpointRef,
-  kEndpointClosed, kEndpointOpened, kForceCloseAtExit, kGroup, kHandle, kHold, kListenerClosed, kLive,
+  kEndpointClosed, kEndpointOpened, kLaneMapped, kForceCloseAtExit, kGroup, kHandle, kHold, kListenerClosed, kLive,
   kMaxAmHeader, kParkIfHeld, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kStreamStashed, kTagRecv,
   kTeardownAtExit, kUcxRequest, kUpdateBusy, kWorkerClosed,
 } from './internal/symbols.js';
@@ -38,6 +38,7 @@ import { abortError } from './internal/abort-error.js';
 import type { Context } from './context.js';
 import { Endpoint, type EndpointOptions } from './endpoint.js';
 import { isLocalIp, sharesHost } from './internal/peer-locality.js';
+import { HINT_WAIT_MS, expectOffer, hintPresent, takeLane } from './endpoint/fast-lane.js';
 import { Listener, isOwnListenerPort, type ListenerOptions } from './listener.js';
 import { listeningOnPortRecently } from './internal/port-sockets.js';
 import { installUcxxAm, registerAmAllocator, registerAmReceiverCallback, type AmReceiverCallback } from './ucxx/am.js';
@@ -103,6 +104,8 @@ const CLOSE_PURGE_WAIT_MS = 500;
 
 /** How often a worker with parked endpoints (Worker[kParkIfHeld]) looks whether it can destroy them. */
 const PARKED_CHECK_MS = 250;
+/** The longest a fast-lane connect waits for the server's answer to its HELLO (ms; failureTimeout if shorter). */
+const LANE_ANSWER_WAIT_MAX_MS = 30_000;
 
 
 /**
@@ -662,6 +665,8 @@ export class Worker {
     // Opt-in: a plugin's handshake after the connection (ucxx Python's: src/ucxx-python).
     if (options.handshake !== undefined) return handshakeNamed<Worker>(options.handshake).connect(this, host, port, options);
     this[kLive]('Worker');
+    const fastLane = options.fastLane ?? false;
+    if (typeof fastLane !== 'boolean') throw new InvalidArgumentError(`options.fastLane must be a boolean, got ${show(fastLane)}`);
     const { sockaddr, ip } = await resolveSockaddr(host, port).catch((err: unknown) => {
       // A host name DNS cannot resolve is an address error of this library, naming the host.
       if (err instanceof InvalidArgumentError || err instanceof RangeError || !(err instanceof Error)) throw err;
@@ -682,9 +687,14 @@ export class Worker {
         .setPtr('sockaddr.addr', addressOf(sockaddr))
         .setU32('sockaddr.addrlen', sockaddr.length);
     }, `${host}:${port}`, { host: ip, port });
+    // A ucxx-ts listener of this host that offers fast lanes says so (endpoint/fast-lane.ts): then the
+    // connect waits for its offer, and the stream is read on the lane, where the server sends it.
+    const lane = fastLane && mode === 'peer' && isLocalIp(ip) && this.#context.features.includes('am') && hintPresent(port);
+    if (lane) expectOffer(endpoint);
     // As on an accepted endpoint: a server that sends and goes away at once leaves its stream bytes
     // here, where UCX would drop them with the endpoint before the application asks for them.
-    if (this.#context.features.includes('stream')) endpoint[kReadStreamAhead]();
+    const stream = this.#context.features.includes('stream');
+    if (stream && !lane) endpoint[kReadStreamAhead]();
     try {
       const wireup = endpoint.flush();
       endpoint[kConnecting](wireup);
@@ -711,7 +721,17 @@ export class Worker {
       debug(refusedStatus ? 'connect to %s:%d refused: %s' : 'connect to %s:%d failed: %s', host, port, (explained as Error).message);
       throw explained;
     }
-    debug('connect to %s:%d established (error handling %s)', host, port, mode);
+    if (lane) {
+      try {
+        const answerWaitMs = Math.min(this.#context.failureTimeout, LANE_ANSWER_WAIT_MAX_MS);
+        await takeLane(endpoint, HINT_WAIT_MS, answerWaitMs);
+      } catch (err) {
+        await endpoint.close();
+        throw err;
+      }
+      if (stream) endpoint[kReadStreamAhead]();
+    }
+    debug('connect to %s:%d established (error handling %s%s)', host, port, mode, endpoint.fastLane ? ', fast lane' : '');
     return endpoint;
   }
 
@@ -1036,6 +1056,12 @@ export class Worker {
   [kEndpointClosed](endpoint: Endpoint, handle: bigint | null): void {
     this.#endpoints.delete(endpoint);
     if (handle !== null && this.#endpointsByHandle.get(handle) === endpoint) this.#endpointsByHandle.delete(handle);
+  }
+
+  /** @internal A fast lane's ucp_ep maps to its Endpoint (`on`), or no longer. */
+  [kLaneMapped](endpoint: Endpoint, handle: bigint, on: boolean): void {
+    if (on) this.#endpointsByHandle.set(handle, endpoint);
+    else if (this.#endpointsByHandle.get(handle) === endpoint) this.#endpointsByHandle.delete(handle);
   }
 
   /** @internal The Endpoint object for a ucp_ep_h of this worker, if it is one of ours. */

@@ -6,6 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { Context, createRemoteKeyFromSerialized, type Endpoint, type RemoteKey } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
+import { connectToEchoPeer, echoPeerConfig, echoPeerConnected } from './helpers/fast-lane-variant.js';
 import { within } from './helpers/deadline.js';
 import { failsAtOnce } from './helpers/fails-at-once.js';
 
@@ -16,12 +17,12 @@ const keys: Record<'allocated' | 'registered', RemoteKey> = {} as never;
 let port: number;
 
 before(async () => {
-  peer = Peer.start('echo-peer');
+  peer = Peer.start('echo-peer', echoPeerConfig());
   port = (await peer.next('ready'))['port'] as number;
   context = new Context();
   const worker = context.createWorker();
-  endpoint = await worker.connect('127.0.0.1', port);
-  await peer.next('connected');
+  endpoint = await connectToEchoPeer(worker, port);
+  await echoPeerConnected(peer);
   const buffers = [new Uint8Array(512), new Uint8Array(512)];
   const received = [endpoint.tagRecv(buffers[0] as Uint8Array, 1n), endpoint.tagRecv(buffers[1] as Uint8Array, 2n)];
   await peer.call({ type: 'send-keys' }, 'keys-sent');

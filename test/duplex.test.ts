@@ -11,7 +11,7 @@ import { strict as assert } from 'node:assert';
 import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
-  AM_ID_STREAM_END, ArgumentOutOfRangeError, Context, createEndpointDuplex, type Endpoint, type Feature, type Worker,
+  AM_ID_FAST_LANE, AM_ID_STREAM_END, ArgumentOutOfRangeError, Context, createEndpointDuplex, type Endpoint, type Feature, type Worker,
 } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
 import { within, sleep } from './helpers/deadline.js';
@@ -173,17 +173,20 @@ test('a context without \'am\' has no half-close: end() closes the endpoint, and
   }
 });
 
-test('the reserved AM id is refused to programs with a typed error', async () => {
+test('the reserved AM ids are refused to programs with a typed error', async () => {
   const ep = side.worker.connectToAddress(side.worker.getAddress());
   try {
     assert.equal(AM_ID_STREAM_END, 0xffff);
+    assert.equal(AM_ID_FAST_LANE, 0xfffe);
     const isReserved = (err: unknown): boolean => err instanceof ArgumentOutOfRangeError &&
       err.code === 'UCXX_ERR_OUT_OF_RANGE' && /reserved/.test(err.message);
-    assert.throws(() => side.worker.setAmHandler(AM_ID_STREAM_END, () => undefined), isReserved);
-    assert.throws(() => side.worker.amMessages(AM_ID_STREAM_END), isReserved);
-    await assert.rejects(ep.amSend(AM_ID_STREAM_END, new Uint8Array(8), null).promise, isReserved);
-    // The id below it is the program's.
-    side.worker.setAmHandler(AM_ID_STREAM_END - 1, null);
+    for (const id of [AM_ID_STREAM_END, AM_ID_FAST_LANE]) {
+      assert.throws(() => side.worker.setAmHandler(id, () => undefined), isReserved);
+      assert.throws(() => side.worker.amMessages(id), isReserved);
+      await assert.rejects(ep.amSend(id, new Uint8Array(8), null).promise, isReserved);
+    }
+    // The id below them is the program's.
+    side.worker.setAmHandler(AM_ID_FAST_LANE - 1, null);
   } finally {
     await ep.close();
   }

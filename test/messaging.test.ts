@@ -11,6 +11,7 @@ import {
   type AmMessage,
 } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
+import { connectToEchoPeer, echoPeerConfig, echoPeerConnected } from './helpers/fast-lane-variant.js';
 import { firstMismatch, pattern } from './helpers/pattern.js';
 import { failsAtOnce } from './helpers/fails-at-once.js';
 
@@ -24,13 +25,13 @@ let endpoint: Endpoint;
 let port: number;
 
 before(async () => {
-  peer = Peer.start('echo-peer');
+  peer = Peer.start('echo-peer', echoPeerConfig());
   const ready = await peer.next('ready');
   port = ready['port'] as number;
   context = new Context();
   worker = context.createWorker();
-  endpoint = await worker.connect('127.0.0.1', port);
-  await peer.next('connected');
+  endpoint = await connectToEchoPeer(worker, port);
+  await echoPeerConnected(peer);
 });
 
 after(async () => {

@@ -107,5 +107,15 @@ export const kFromMemoryHandle: unique symbol = Symbol('ucxx-ts.fromMemoryHandle
 export const kFromSerialized: unique symbol = Symbol('ucxx-ts.fromSerialized');
 /** `worker[kParkIfHeld](destroy)`: keeps a failed endpoint's ucp_ep while UCX may hold its rendezvous messages. */
 export const kParkIfHeld: unique symbol = Symbol('ucxx-ts.parkIfHeld');
-/** `{ [kReservedAmId]: true }` in amSend's options: ucxx-ts's own send on the reserved AM id (the Duplex's end marker). */
+/** `{ [kReservedAmId]: true }` in amSend's options: ucxx-ts's own send on a reserved AM id (the Duplex's end marker, the fast lane). */
 export const kReservedAmId: unique symbol = Symbol('ucxx-ts.reservedAmId');
+/** `endpoint[kOpenLane](address)`: the client opens its fast lane to the server's worker (endpoint/fast-lane.ts). */
+export const kOpenLane: unique symbol = Symbol('ucxx-ts.openLane');
+/** `endpoint[kAdoptLane](ep)`: the server takes the ucp_ep UCX made for the client's fast lane. */
+export const kAdoptLane: unique symbol = Symbol('ucxx-ts.adoptLane');
+/** `endpoint[kDropLane]()`: a lane the server refused after all is closed; data stays on the PEER endpoint. */
+export const kDropLane: unique symbol = Symbol('ucxx-ts.dropLane');
+/** `message[kReplyHandle]`: the raw ucp_ep_h UCX named as an active message's reply endpoint (0n: none). */
+export const kReplyHandle: unique symbol = Symbol('ucxx-ts.replyHandle');
+/** `worker[kLaneMapped](endpoint, ep, on)`: a fast lane's ucp_ep names its Endpoint as reply endpoint (or no more). */
+export const kLaneMapped: unique symbol = Symbol('ucxx-ts.laneMapped');

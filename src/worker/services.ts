@@ -5,7 +5,7 @@
  */
 import type { Worker } from '../worker.js';
 import type {
-  kAborted, kDefer, kEndpointByHandle, kEndpointClosed, kEndpointRef, kHandle, kHold, kListenerClosed, kLive,
+  kAborted, kDefer, kEndpointByHandle, kEndpointClosed, kEndpointRef, kHandle, kHold, kLaneMapped, kListenerClosed, kLive,
   kMaxAmHeader, kParkIfHeld, kProgressUntil, kRequests, kTagRecv, kUpdateBusy,
 } from '../internal/symbols.js';
 
@@ -17,7 +17,7 @@ import type {
 export type EndpointServices = Pick<Worker,
   typeof kRequests | typeof kLive | typeof kHandle | typeof kAborted | typeof kTagRecv | typeof kProgressUntil |
   typeof kDefer | typeof kEndpointClosed | typeof kEndpointRef | typeof kMaxAmHeader | typeof kParkIfHeld |
-  'context' | 'fence' | 'tagProbe'>;
+  typeof kLaneMapped | 'context' | 'fence' | 'tagProbe'>;
 
 /** A Listener's: the worker handle to listen on, deferral out of UCX callbacks, and its busy state. */
 export type ListenerServices = Pick<Worker,

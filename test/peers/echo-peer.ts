@@ -24,11 +24,13 @@ const endpoints: Endpoint[] = [];
 let endpoint: Endpoint | undefined;
 let echoTags = true;
 
-const listener = worker.listen({ host: '127.0.0.1', port: 0 }, (ep) => {
+/** `{ "fastLane": true }`: the listener offers fast lanes (the fast-lane test runs the messaging tests so). */
+const config = JSON.parse(process.argv[2] ?? '{}') as { fastLane?: boolean };
+const listener = worker.listen({ host: '127.0.0.1', port: 0, fastLane: config.fastLane === true }, (ep) => {
   endpoints.push(ep);
   endpoint ??= ep;
   void streamEcho(ep);
-  send({ type: 'connected' });
+  send({ type: 'connected', fastLane: ep.fastLane });
 });
 
 async function tagEcho(): Promise<void> {

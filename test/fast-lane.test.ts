@@ -1,0 +1,125 @@
+/**
+ * The fast lane between two ucxx-ts processes on one host (src/endpoint/fast-lane.ts): a PEER-mode
+ * connection whose data moves over a NONE-mode endpoint to the peer's worker (shared memory, CMA).
+ * The messaging and atomics test files run here once more with the lane on both sides (every protocol,
+ * bytes checked across processes); then what is particular to it: the lane only when both ask, what
+ * it uses, and a killed peer.
+ */
+import { after, before, describe, test } from 'node:test';
+import { strict as assert } from 'node:assert';
+import { Context, UcxError, type Endpoint, type Worker } from 'ucxx-ts';
+import { Peer } from './helpers/peer.js';
+import { firstMismatch, pattern } from './helpers/pattern.js';
+import { within } from './helpers/deadline.js';
+
+process.env['UCXX_TS_TEST_FAST_LANE'] = '1';
+await import('./messaging.test.js');
+await import('./atomics.test.js');
+
+const ECHO = 1n << 63n;
+const dataTransports = (ep: Endpoint): string[] =>
+  ep.getTransports().filter((t) => !t.usage.every((u) => u === 'cm' || u === 'wireup' || u === 'keepalive')).map((t) => t.transport);
+
+/** Sends `size` bytes through the echo peer and checks what comes back. */
+async function echo(worker: Worker, endpoint: Endpoint, size: number, seed: number): Promise<void> {
+  const tag = ECHO | BigInt(seed);
+  const data = pattern(seed, size);
+  const back = new Uint8Array(size);
+  const receive = worker.tagRecv(back, tag);
+  await endpoint.tagSend(data, tag);
+  await receive;
+  assert.equal(firstMismatch(back, data), -1);
+}
+
+describe('the fast lane', () => {
+  let context: Context;
+  let worker: Worker;
+  before(() => {
+    context = new Context();
+    worker = context.createWorker();
+  });
+  after(async () => {
+    await context.close();
+  });
+
+  test('both sides ask: the data moves over shared memory or CMA, none over TCP; the PEER connection stays', async () => {
+    const peer = Peer.start('echo-peer', { fastLane: true });
+    try {
+      const { port } = await peer.next('ready');
+      const endpoint = await worker.connect('127.0.0.1', port as number, { fastLane: true, errorHandling: 'peer' });
+      assert.equal((await peer.next('connected'))['fastLane'], true);
+      assert.equal(endpoint.fastLane, true);
+      assert.equal(endpoint.errorHandling, 'peer');
+      const lanes = dataTransports(endpoint);
+      assert.ok(lanes.length > 0 && lanes.every((t) => ['sysv', 'posix', 'cma', 'xpmem', 'knem'].includes(t)), JSON.stringify(endpoint.getTransports()));
+      for (const size of [8, 64 << 10, 4 << 20]) await echo(worker, endpoint, size, size);
+      await endpoint.close();
+    } finally {
+      assert.equal(await peer.stop(), 0, peer.stderr);
+    }
+  });
+
+  test('only the listener offers: the client declines at once, and both use the PEER connection', async () => {
+    const peer = Peer.start('echo-peer', { fastLane: true });
+    try {
+      const { port } = await peer.next('ready');
+      const endpoint = await worker.connect('127.0.0.1', port as number, { errorHandling: 'peer' });
+      const started = Date.now();
+      const connected = await peer.next('connected');
+      // The listener hands its endpoint out on the client's DECLINE, not after its 2 s wait.
+      assert.ok(Date.now() - started < 1500, `handed out after ${Date.now() - started} ms`);
+      assert.equal(connected['fastLane'], false);
+      assert.equal(endpoint.fastLane, false);
+      await echo(worker, endpoint, 64 << 10, 3);
+      await endpoint.close();
+    } finally {
+      assert.equal(await peer.stop(), 0, peer.stderr);
+    }
+  });
+
+  test('only the client asks: a listener without the offer costs the connect no wait', async () => {
+    const peer = Peer.start('echo-peer');
+    try {
+      const { port } = await peer.next('ready');
+      const started = Date.now();
+      const endpoint = await worker.connect('127.0.0.1', port as number, { fastLane: true, errorHandling: 'peer' });
+      assert.ok(Date.now() - started < 900, `connect took ${Date.now() - started} ms`);
+      assert.equal((await peer.next('connected'))['fastLane'], false);
+      assert.equal(endpoint.fastLane, false);
+      await echo(worker, endpoint, 64 << 10, 4);
+      await endpoint.close();
+    } finally {
+      assert.equal(await peer.stop(), 0, peer.stderr);
+    }
+  });
+
+  test('a bad fastLane option is a typed error', async () => {
+    await assert.rejects(worker.connect('127.0.0.1', 1, { fastLane: 'yes' as never }), { code: 'UCXX_ERR_INVALID_ARG' });
+    assert.throws(() => worker.listen({ port: 0, fastLane: 1 as never }), { code: 'UCXX_ERR_INVALID_ARG' });
+  });
+
+  test('a killed peer: operations on the lane fail typed, the endpoint closes, and the survivor closes cleanly', async () => {
+    const survivor = new Context();
+    const own = survivor.createWorker();
+    const peer = Peer.start('echo-peer', { fastLane: true });
+    try {
+      const { port } = await peer.next('ready');
+      const endpoint = await own.connect('127.0.0.1', port as number, { fastLane: true, errorHandling: 'peer' });
+      assert.equal(endpoint.fastLane, true);
+      await peer.next('connected');
+      await echo(own, endpoint, 8, 5);
+      const closed = new Promise<void>((resolve) => endpoint.once('close', () => resolve()));
+      // A rendezvous send nobody receives (the peer echoes only tags >= 2^63) and a receive: both wait.
+      const send = endpoint.tagSend(pattern(6, 4 << 20), 77n);
+      const receive = endpoint.tagRecv(new Uint8Array(8), 78n);
+      peer.child.kill('SIGKILL');
+      await within(closed, survivor.failureTimeout + 10_000, 'the endpoint closes after its peer was killed');
+      await assert.rejects(send.promise, (err: unknown) => err instanceof UcxError, 'the send fails with a UcxError');
+      await assert.rejects(receive.promise, (err: unknown) => err instanceof Error);
+      await within(survivor.close(), 15_000, "the survivor's context closes");
+    } finally {
+      await survivor.close();
+      if (peer.child.exitCode === null && peer.child.signalCode === null) peer.child.kill('SIGKILL');
+    }
+  });
+});
