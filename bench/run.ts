@@ -159,6 +159,18 @@ for (const name of ['tag_lat', 'put_lat', 'tag_bw', 'put_bw'] as const) {
   };
 }
 
+// The fast lane (ucxx-ts's default between two ucxx-ts processes on one host from UCX 1.19 on: PEER
+// mode, data over shared memory) against ucx_perftest in NONE mode, the speed it is meant to reach:
+// TEST:lane at 8 B (latency) and 1 MiB (bandwidth).
+for (const name of ['tag_lat', 'put_lat', 'tag_bw', 'put_bw'] as const) {
+  const spec = TESTS[name] as TestSpec;
+  TESTS[`${name}:lane`] = {
+    ...spec, net: null, noNet: 'net has no error-handling mode (see the rows without :lane)',
+    sizes: [spec.kind === 'latency' ? 8 : MiB], base: name, ucxxExtra: ['-L'],
+    note: ['ucxx-ts PEER mode with the fast lane (ucxx-perf -L), ucx_perftest NONE', ...(spec.note === undefined ? [] : [spec.note])].join('; '),
+  };
+}
+
 // ---- iterations ------------------------------------------------------------------------------------
 
 /** One test at one size, with its iterations, warm-up and -O (the same for every implementation). */

@@ -36,6 +36,9 @@ ${TEST_LIST}
                           waiting only for what is pending; with --progress polling or event
   -e, --error-handling    measured endpoints use peer error handling ('peer', ucxx-ts's 'auto' choice
                           between hosts); off here ('none'), as in ucx_perftest, whose -e it mirrors
+  -L, --fast-lane         the measured endpoint is a PEER-mode connect() to a listener of the server,
+                          with the fast lane: what two ucxx-ts processes on one host get by default
+                          on UCX 1.19+ (shared memory; PEER over TCP with -e instead)
   -p, --port N            server port (default 13337; 0 with --local picks one)
       --local             run a server in a child process and the client here
       --json              one JSON object per size instead of the table
@@ -94,6 +97,7 @@ function parseCommandLine(argv: string[]): {
       outstanding: { type: 'string', short: 'O' },
       'flush-every': { type: 'string', short: 'F' },
       'error-handling': { type: 'boolean', short: 'e' },
+      'fast-lane': { type: 'boolean', short: 'L' },
       await: { type: 'boolean', short: 'A' },
       'busy-poll': { type: 'string', short: 'B' },
       port: { type: 'string', short: 'p' },
@@ -132,7 +136,8 @@ function parseCommandLine(argv: string[]): {
     iterationsGiven: iterations > 0,
     progressGiven: values.progress !== undefined || values['busy-poll'] !== undefined,
     plan: {
-      test, sizes, iterations, warmup, outstanding, memory, progress, errorHandling: values['error-handling'] === true,
+      test, sizes, iterations, warmup, outstanding, memory, progress,
+      errorHandling: values['error-handling'] === true || values['fast-lane'] === true, fastLane: values['fast-lane'] === true,
       flushEvery: positive(values['flush-every'], 'flush-every', 0),
       style: values.await === true ? 'await' : 'tuned',
       ...(busyPoll === undefined ? {} : { busyPollUs: busyPoll }),

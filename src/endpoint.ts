@@ -158,9 +158,10 @@ export interface EndpointOptions {
   closeTimeout?: number;
   /**
    * `connect()` only: takes a fast lane when the listener is a ucxx-ts one on this host that offers it
-   * (`listen({ fastLane: true })`): the data moves over shared memory while the PEER-mode connection
-   * keeps detecting a failed peer (`endpoint.fastLane`; docs/interoperability.md). Any other server
-   * sees an ordinary connection. Default false.
+   * (the default) and the connection is in PEER mode (the default from UCX 1.19 on): the data moves
+   * over shared memory while the PEER-mode connection keeps detecting a failed peer
+   * (`endpoint.fastLane`; docs/interoperability.md). Any other server sees an ordinary connection.
+   * Default true; false turns it off.
    */
   fastLane?: boolean;
 }
@@ -471,12 +472,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   /**
    * Whether this endpoint's data moves over a fast lane: a NONE-mode connection to the peer's worker
    * (shared memory on one host) beside the PEER-mode one that detects the peer's failure. Two ucxx-ts
-   * processes on one host set one up when both ask for it (`fastLane: true`; docs/interoperability.md).
+   * processes on one host set one up for a PEER-mode connection unless either side turns it off
+   * (`fastLane: false`; docs/interoperability.md).
    *
    * @example
    * ```ts
-   * const ep = await worker.connect('127.0.0.1', port, { fastLane: true });
-   * console.log(ep.fastLane); // true against a ucxx-ts listener of this host with fastLane: true
+   * const ep = await worker.connect('127.0.0.1', port, { errorHandling: 'peer' });
+   * console.log(ep.fastLane); // true against a ucxx-ts listener of this host
    * ```
    */
   get fastLane(): boolean {
@@ -553,6 +555,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   [kAdoptLane](lane: bigint): void {
     this.#lane = lane;
     this.#worker[kLaneMapped](this, lane, true);
+    this.#stream.retarget();
     debug('endpoint #%d to %s: fast lane %s', this.#id, this.#peer, lane.toString(16));
   }
 
@@ -562,6 +565,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     if (lane === null) return;
     this.#lane = null;
     this.#worker[kLaneMapped](this, lane, false);
+    this.#stream.retarget();
     await this.#closeLane(lane, false);
   }
 

@@ -69,14 +69,15 @@ export interface ListenerOptions {
    */
   accept?: (request: ConnectionRequest) => boolean;
   /**
-   * Offers a fast lane to ucxx-ts clients on this host that ask for one (`connect(..., { fastLane:
-   * true })`): their data then moves over shared memory while the PEER-mode connection keeps detecting
+   * Offers a fast lane to ucxx-ts clients on this host that connect in PEER mode (the default from UCX
+   * 1.19 on): their data then moves over shared memory while the PEER-mode connection keeps detecting
    * a failed peer (`endpoint.fastLane`; docs/interoperability.md). Other clients (ucxx, UCX programs,
-   * other hosts) never see anything of it. Needs the context's 'am' feature. Default false.
+   * other hosts) never see anything of it. Needs the context's 'am' feature. Default true; false turns
+   * it off.
    *
    * @example
    * ```ts
-   * const listener = worker.listen({ port: 13337, fastLane: true });
+   * const listener = worker.listen({ port: 13337, fastLane: false }); // every connection over TCP (PEER mode)
    * ```
    */
   fastLane?: boolean;
@@ -219,6 +220,9 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     if (options.accept !== undefined && typeof options.accept !== 'function') {
       throw new InvalidArgumentError('options.accept must be a function');
     }
+    if (options.fastLane !== undefined && typeof options.fastLane !== 'boolean') {
+      throw new InvalidArgumentError(`options.fastLane must be a boolean, got ${show(options.fastLane)}`);
+    }
     this.#onConnection = onConnection;
     this.#decide = options.accept;
     this.#endpointOptions = options.endpoint ?? {};
@@ -255,10 +259,7 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     const bound = decodeSockaddr(attr.buffer, layouts.ucp_listener_attr_t.offsets.sockaddr);
     this.#host = host;
     this.#port = bound.port;
-    if (options.fastLane !== undefined && typeof options.fastLane !== 'boolean') {
-      throw new InvalidArgumentError(`options.fastLane must be a boolean, got ${show(options.fastLane)}`);
-    }
-    if (options.fastLane === true && worker.context.features.includes('am')) this.#laneHint = publishHint(bound.port);
+    if (options.fastLane !== false && worker.context.features.includes('am')) this.#laneHint = publishHint(bound.port);
     debug('listener on %s:%d open', host, bound.port);
   }
 
@@ -425,9 +426,8 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
       if (this.listenerCount('connectionError') > 0) this.emit('connectionError', failure);
       return;
     }
-    const stream = this.#worker.context.features.includes('stream');
-    // With a lane to offer, the stream is read on the lane once it is settled (nothing comes before).
-    if (stream && !lane) endpoint[kReadStreamAhead]();
+    // Read from now on (a lane taken later moves the reading to it: StreamReceiver.retarget).
+    if (this.#worker.context.features.includes('stream')) endpoint[kReadStreamAhead]();
     // Hand the endpoint out once its wireup is complete (UCX 1.13 has mishandled sends posted before
     // that), but hand it out whatever happens: a client that sent and closed at once still left its
     // messages in this worker, and its endpoint reports the close after delivery.
@@ -440,10 +440,7 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
         this.#deliver(endpoint);
         return;
       }
-      void offerLane(endpoint, this.#workerAddress()).then(() => {
-        if (stream) endpoint[kReadStreamAhead]();
-        this.#deliver(endpoint);
-      });
+      void offerLane(endpoint, this.#workerAddress()).then(() => this.#deliver(endpoint));
     };
     const timer = setTimeout(deliver, WIREUP_WAIT_MS);
     timer.unref();

@@ -665,7 +665,7 @@ export class Worker {
     // Opt-in: a plugin's handshake after the connection (ucxx Python's: src/ucxx-python).
     if (options.handshake !== undefined) return handshakeNamed<Worker>(options.handshake).connect(this, host, port, options);
     this[kLive]('Worker');
-    const fastLane = options.fastLane ?? false;
+    const fastLane = options.fastLane ?? true;
     if (typeof fastLane !== 'boolean') throw new InvalidArgumentError(`options.fastLane must be a boolean, got ${show(fastLane)}`);
     const { sockaddr, ip } = await resolveSockaddr(host, port).catch((err: unknown) => {
       // A host name DNS cannot resolve is an address error of this library, naming the host.
@@ -688,13 +688,13 @@ export class Worker {
         .setU32('sockaddr.addrlen', sockaddr.length);
     }, `${host}:${port}`, { host: ip, port });
     // A ucxx-ts listener of this host that offers fast lanes says so (endpoint/fast-lane.ts): then the
-    // connect waits for its offer, and the stream is read on the lane, where the server sends it.
+    // connect waits for its offer.
     const lane = fastLane && mode === 'peer' && isLocalIp(ip) && this.#context.features.includes('am') && hintPresent(port);
     if (lane) expectOffer(endpoint);
     // As on an accepted endpoint: a server that sends and goes away at once leaves its stream bytes
-    // here, where UCX would drop them with the endpoint before the application asks for them.
-    const stream = this.#context.features.includes('stream');
-    if (stream && !lane) endpoint[kReadStreamAhead]();
+    // here, where UCX would drop them with the endpoint before the application asks for them (a lane
+    // taken later moves the reading to it).
+    if (this.#context.features.includes('stream')) endpoint[kReadStreamAhead]();
     try {
       const wireup = endpoint.flush();
       endpoint[kConnecting](wireup);
@@ -724,12 +724,11 @@ export class Worker {
     if (lane) {
       try {
         const answerWaitMs = Math.min(this.#context.failureTimeout, LANE_ANSWER_WAIT_MAX_MS);
-        await takeLane(endpoint, HINT_WAIT_MS, answerWaitMs);
+        await takeLane(endpoint, () => this.#ownAddress(), HINT_WAIT_MS, answerWaitMs);
       } catch (err) {
         await endpoint.close();
         throw err;
       }
-      if (stream) endpoint[kReadStreamAhead]();
     }
     debug('connect to %s:%d established (error handling %s%s)', host, port, mode, endpoint.fastLane ? ', fast lane' : '');
     return endpoint;

@@ -180,9 +180,10 @@ test("a key's shared-memory records are checked only where UCX unpacks them: a b
   assert.equal(refused['name'], 'RemoteKeyFormatError');
   assert.match(String(refused['message']), /sysv shared memory segment \d+ does not exist/);
 
-  // The same on one host with peer error handling and UCX_MM_ERROR_HANDLING=n: no lane uses shared
-  // memory, yet UCX still unpacks the shared-memory records of a peer on its host. (A pair of its own:
-  // both sides need the same setting.)
+  // The same on one host with peer error handling and UCX_MM_ERROR_HANDLING=n, and no fast lane (a
+  // NONE-mode endpoint, which would use shared memory): no lane uses shared memory, yet UCX still
+  // unpacks the shared-memory records of a peer on its host. (A pair of its own: both sides need the
+  // same setting.)
   const h = hosts as TwoHosts;
   const env = { UCX_MM_ERROR_HANDLING: 'n' };
   const server2 = h.startPeer(h.b, 'two-host-server', { host: h.b.address }, env);
@@ -190,7 +191,7 @@ test("a key's shared-memory records are checked only where UCX unpacks them: a b
   try {
     const ready = await server2.next('ready', 20_000);
     await client2.next('ready', 20_000);
-    await ask(client2, { type: 'connect', host: h.b.address, port: ready['port'] });
+    await ask(client2, { type: 'connect', host: h.b.address, port: ready['port'], fastLane: false });
     await ask(client2, { type: 'tag', size: 8, seed: 9 });
     const lanes = (await ask(client2, { type: 'transports' }))['transports'] as EndpointTransport[];
     assert.ok(!lanes.some((l) => SHARED_MEMORY.has(l.transport)), `no shared-memory lane expected: ${JSON.stringify(lanes)}`);

@@ -18,6 +18,11 @@ export interface Plan {
   progress: Mode;
   /** Peer failure detection on the measured endpoints (ucx_perftest's -e). */
   errorHandling: boolean;
+  /**
+   * The measured endpoint is a PEER-mode connection through a listener of the server's measurement
+   * worker, with the fast lane (what two ucxx-ts processes on one host get by default on UCX 1.19+).
+   */
+  fastLane: boolean;
   /** 'event'/'polling': the worker's busyPollUs (undefined: its default). */
   busyPollUs?: number;
   /**
@@ -39,5 +44,7 @@ export interface Result {
   memory: string;
   progress: Mode;
   error_handling: boolean;
+  /** The measured endpoint had the fast lane (-L). */
+  fast_lane: boolean;
   style: 'tuned' | 'await';
 }

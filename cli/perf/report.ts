@@ -33,6 +33,7 @@ export function summarize(plan: Plan, size: number, measured: { samples: Float64
     memory: plan.memory,
     progress: plan.progress,
     error_handling: plan.errorHandling,
+    fast_lane: plan.fastLane,
     style: plan.style,
   };
 }
@@ -63,7 +64,7 @@ export function describeTransports(endpoint: Endpoint): string {
 export function printHeader(plan: Plan, transports: string): void {
   console.log(`ucxx-perf ${plan.test}: memory ${plan.memory}, progress ${plan.progress}, outstanding ${plan.outstanding}, `
     + (plan.flushEvery > 0 ? `flush every ${plan.flushEvery}, ` : '')
-    + `error handling ${plan.errorHandling ? 'peer (-e)' : 'none'}${plan.style === 'await' ? ', every request awaited' : ''}`);
+    + `error handling ${plan.fastLane ? 'peer, fast lane (-L)' : plan.errorHandling ? 'peer (-e)' : 'none'}${plan.style === 'await' ? ', every request awaited' : ''}`);
   console.log(`transports: ${transports}`);
   console.log(COLUMNS.map((c) => c.padStart(16)).join(' '));
 }

@@ -235,9 +235,25 @@ async function serveTest(
 ): Promise<void> {
   // Measurements run on endpoints created from worker addresses, as ucx_perftest's: UCX pairs the two
   // endpoints the sides create to each other (see open() for why not the control endpoint).
-  await control.tagSend(Buffer.from(worker.getAddress()), ADDRESS_TAG);
-  const endpoint = worker.connectToAddress(Buffer.from(plan.address, 'hex'), { errorHandling: plan.errorHandling });
-  await unlessGone(endpoint.flush().promise);
+  // With the fast lane: a connection through a listener of the measurement worker instead (the lane is
+  // set up by connect(); its port goes where the address would).
+  let endpoint: Endpoint;
+  if (plan.fastLane) {
+    const listener = worker.listen({ port: 0 });
+    try {
+      const accepted = listener[Symbol.asyncIterator]().next();
+      await control.tagSend(Buffer.from(String(listener.port)), ADDRESS_TAG);
+      const next = await unlessGone(accepted);
+      if (next.done === true) throw new ClientGone();
+      endpoint = next.value;
+    } finally {
+      listener.close();
+    }
+  } else {
+    await control.tagSend(Buffer.from(worker.getAddress()), ADDRESS_TAG);
+    endpoint = worker.connectToAddress(Buffer.from(plan.address, 'hex'), { errorHandling: plan.errorHandling });
+    await unlessGone(endpoint.flush().promise);
+  }
   const region = createRegion(context, plan);
   await endpoint.tagSend(region.createRemoteKey().serialize(), KEY_TAG);
   const wait = waiter(worker, plan, checkGone);
@@ -328,9 +344,11 @@ export async function runClient(host: string, port: number, plan: Plan, json: bo
     const addressInfo = controlWorker.tagRecv(peerAddress, ADDRESS_TAG);
     const wirePlan: WirePlan = { ...plan, counts: totals, address };
     await control.tagSend(Buffer.from(JSON.stringify(wirePlan)), PLAN_TAG);
-    const endpoint = worker.connectToAddress(peerAddress.subarray(0, (await addressInfo).length), {
-      errorHandling: plan.errorHandling,
-    });
+    const sent = peerAddress.subarray(0, (await addressInfo).length);
+    const endpoint = plan.fastLane
+      ? await worker.connect(host, Number(Buffer.from(sent).toString()), { errorHandling: 'peer' })
+      : worker.connectToAddress(sent, { errorHandling: plan.errorHandling });
+    if (plan.fastLane && !endpoint.fastLane) throw new Error('-L: the server offered no fast lane (another host, or a server without it)');
     await endpoint.flush();
     const keyBuffer = new Uint8Array(1024);
     const info = await worker.tagRecv(keyBuffer, KEY_TAG);

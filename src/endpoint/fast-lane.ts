@@ -172,7 +172,7 @@ function wait(expectation: Expectation, endpoint: Endpoint, until: () => boolean
  * the HELLO on a live connection is stalled, and the connect fails with EndpointTimeoutError).
  * Resolves with whether the endpoint has its lane.
  */
-export async function takeLane(endpoint: Endpoint, hintWaitMs: number, answerWaitMs: number): Promise<boolean> {
+export async function takeLane(endpoint: Endpoint, ownAddress: () => Uint8Array, hintWaitMs: number, answerWaitMs: number): Promise<boolean> {
   const expectation = expectations.get(endpoint);
   if (expectation === undefined) return false;
   await wait(expectation, endpoint, () => expectation.offer !== null, hintWaitMs);
@@ -180,6 +180,11 @@ export async function takeLane(endpoint: Endpoint, hintWaitMs: number, answerWai
   expectation.done = true;
   if (offer === null || endpoint.closed) {
     debug('fast lane: no offer from %s', endpoint.peer);
+    return false;
+  }
+  // A connection to a listener of this very worker: the lane would be one ucp_ep for both sides.
+  if (Buffer.from(offer.address).equals(ownAddress())) {
+    void send(endpoint, Kind.Decline, offer.token);
     return false;
   }
   try {

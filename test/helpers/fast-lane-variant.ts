@@ -1,27 +1,30 @@
 /**
- * The fast-lane variant of a test file (test/fast-lane.test.ts imports messaging and atomics with
- * UCXX_TS_TEST_FAST_LANE=1): the echo peer offers fast lanes and the test's client takes one, in PEER
- * mode (the mode a lane serves) on both UCX versions, so every test of the file runs over the lane.
+ * The fast-lane variants of a test file (test/fast-lane.test.ts imports messaging and atomics with
+ * UCXX_TS_TEST_FAST_LANE set): '1' makes the echo peer offer a fast lane and the test's client take
+ * it, '0' turns it off on both sides; both in PEER mode (the mode a lane serves), on both UCX
+ * versions. Unset: the defaults.
  */
 import { strict as assert } from 'node:assert';
 import type { Endpoint, Worker } from 'ucxx-ts';
 import type { Peer, PeerMessage } from './peer.js';
 
-export const FAST_LANE = process.env['UCXX_TS_TEST_FAST_LANE'] === '1';
+const VARIANT = process.env['UCXX_TS_TEST_FAST_LANE'];
+/** true: over a lane; false: PEER mode without one; undefined: the defaults. */
+export const FAST_LANE = VARIANT === '1' ? true : VARIANT === '0' ? false : undefined;
 
 /** The echo peer's config. */
-export const echoPeerConfig = (): { fastLane?: boolean } => (FAST_LANE ? { fastLane: true } : {});
+export const echoPeerConfig = (): { fastLane?: boolean } => (FAST_LANE === undefined ? {} : { fastLane: FAST_LANE });
 
-/** Connects as the file does, over a fast lane in the fast-lane variant (and checks it got one). */
+/** Connects as the file does, with or without the lane in a variant (and checks it). */
 export async function connectToEchoPeer(worker: Worker, port: number): Promise<Endpoint> {
-  const endpoint = await worker.connect('127.0.0.1', port, FAST_LANE ? { fastLane: true, errorHandling: 'peer' } : {});
-  if (FAST_LANE) assert.equal(endpoint.fastLane, true, 'the client took the fast lane');
+  const endpoint = await worker.connect('127.0.0.1', port, FAST_LANE === undefined ? {} : { fastLane: FAST_LANE, errorHandling: 'peer' });
+  if (FAST_LANE !== undefined) assert.equal(endpoint.fastLane, FAST_LANE, 'the client has the fast lane (or not) as the variant says');
   return endpoint;
 }
 
-/** The peer's 'connected' report, checked for the lane in the fast-lane variant. */
+/** The peer's 'connected' report, checked for the lane in a variant. */
 export async function echoPeerConnected(peer: Peer): Promise<PeerMessage> {
   const connected = await peer.next('connected');
-  if (FAST_LANE) assert.equal(connected['fastLane'], true, "the echo peer's endpoint has the fast lane");
+  if (FAST_LANE !== undefined) assert.equal(connected['fastLane'], FAST_LANE, "the echo peer's endpoint has the fast lane (or not)");
   return connected;
 }

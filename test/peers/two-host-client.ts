@@ -21,6 +21,7 @@ interface Command {
   port?: number;
   address?: string;
   errorHandling?: boolean;
+  fastLane?: boolean;
   key?: string;
   as?: string;
   bytes?: string;
@@ -86,7 +87,9 @@ worker.setAmHandler(2, (message) => {
 async function handle(command: Command): Promise<object> {
   switch (command.type) {
     case 'connect': {
-      const ep = await worker.connect(command.host ?? '', command.port ?? 0, { errorHandling: command.errorHandling ?? true });
+      const ep = await worker.connect(command.host ?? '', command.port ?? 0, {
+        errorHandling: command.errorHandling ?? true, ...(command.fastLane === undefined ? {} : { fastLane: command.fastLane }),
+      });
       endpoints.listener = ep;
       for (const [name, tag] of [['allocated', 1n], ['registered', 2n]] as const) {
         const buffer = new Uint8Array(4096);
