@@ -103,7 +103,8 @@ const readers: Record<string, Reader> = {
       let n;
       while ((n = ep.streamRecvAvailable(buffer)) > 0) sink.add(buffer.subarray(0, n));
     };
-    const closed = new Promise<void>((resolve) => ep.once('close', () => resolve()));
+    // A client that sent and left at once may be handed out closed: its 'close' has come already.
+    const closed = ep.closed ? Promise.resolve() : new Promise<void>((resolve) => ep.once('close', () => resolve()));
     while (!ep.closed) {
       for (const ready of worker.streamReadyEndpoints()) if (ready === ep) take();
       await new Promise(setImmediate);
