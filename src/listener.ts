@@ -23,7 +23,7 @@ import { EventEmitter } from 'node:events';
 import { SlotTable } from './internal/slot-table.js';
 import { decodeSockaddr, encodeSockaddr, type SocketAddress } from './internal/sockaddr.js';
 import { peerKey, socketsOnPort } from './internal/port-sockets.js';
-import { clientIdRelease, isUcxxTsClientId } from './internal/client-id.js';
+import { answersLaneOffers, clientIdRelease, isUcxxTsClientId } from './internal/client-id.js';
 import { isLocalIp } from './internal/peer-locality.js';
 import { offerLane, publishHint } from './endpoint/fast-lane.js';
 import { Endpoint, type EndpointOptions, type PeerAddress } from './endpoint.js';
@@ -364,7 +364,8 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
       return;
     }
     // A ucxx-ts client on this host may take a fast lane (it asks by waiting for the offer).
-    const lane = this.#laneHint !== null && id !== null && isUcxxTsClientId(id) && address !== null && isLocalIp(address.host);
+    const lane = this.#laneHint !== null && id !== null && isUcxxTsClientId(id) && answersLaneOffers(id) &&
+      address !== null && isLocalIp(address.host);
     const decide = this.#decide;
     if (decide === undefined) {
       this.#decided(connRequest, address, true, lane);

@@ -163,7 +163,7 @@ export class Worker {
     const params = new StructBuffer(layouts.ucp_worker_params_t);
     // The client id marks this worker's connection requests as ucxx-ts's (src/internal/client-id.ts).
     params.setU64('field_mask', K.UCP_WORKER_PARAM_FIELD_THREAD_MODE | K.UCP_WORKER_PARAM_FIELD_CLIENT_ID)
-      .setU32('thread_mode', 0).setU64('client_id', newClientId(ucpVersion()));
+      .setU32('thread_mode', 0).setU64('client_id', newClientId(ucpVersion(), context.features.includes('am')));
     let name: Buffer | undefined;
     if (options.name !== undefined) {
       name = Buffer.from(`${options.name}\0`);

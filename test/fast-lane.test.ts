@@ -95,6 +95,25 @@ describe('the fast lane', () => {
     }
   });
 
+  test('a client without the am feature gets no offer (it could not answer): handed out at once, over TCP', async () => {
+    const plain = new Context({ features: ['tag', 'wakeup'] });
+    const peer = Peer.start('echo-peer');
+    try {
+      const { port } = await peer.next('ready');
+      const started = Date.now();
+      const endpoint = await plain.createWorker().connect('127.0.0.1', port as number, { errorHandling: 'peer' });
+      const connected = await peer.next('connected');
+      // An offer would go unanswered (UCX would warn about an AM without a handler), for the listener's 2 s.
+      assert.ok(Date.now() - started < 1500, `handed out after ${Date.now() - started} ms`);
+      assert.equal(connected['fastLane'], false);
+      assert.equal(endpoint.fastLane, false);
+      await endpoint.close();
+    } finally {
+      await plain.close();
+      assert.equal(await peer.stop(), 0, peer.stderr);
+    }
+  });
+
   test('a bad fastLane option is a typed error', async () => {
     await assert.rejects(worker.connect('127.0.0.1', 1, { fastLane: 'yes' as never }), { code: 'UCXX_ERR_INVALID_ARG' });
     assert.throws(() => worker.listen({ port: 0, fastLane: 1 as never }), { code: 'UCXX_ERR_INVALID_ARG' });

@@ -58,12 +58,14 @@ test('accept decides per client: the first two are accepted and talk, the third 
     assert.equal(request.listenerPort, listener.port);
     assert.equal(request.clientAddress?.host, '127.0.0.1');
     assert.ok((request.clientAddress?.port ?? 0) > 0);
-    // A ucxx-ts client says so in its client id: 'ucxt', its UCX major and minor, the worker's number.
+    // A ucxx-ts client says so in its client id: 'ucxt', its UCX major and minor, whether it answers
+    // fast-lane offers (its context has 'am', as the default one does), the worker's number.
     assert.equal(request.fromUcxxTs, true);
     const id = request.clientId ?? 0n;
     assert.equal(id >> 32n, 0x75637874n);
     assert.deepEqual([Number((id >> 24n) & 0xffn), Number((id >> 16n) & 0xffn)], getUcxVersion().slice(0, 2));
-    assert.notEqual(id & 0xffffn, 0n);
+    assert.equal(id & 0x8000n, 0x8000n);
+    assert.notEqual(id & 0x7fffn, 0n);
   }
   assert.equal(new Set(requests.map((r) => r.clientId)).size, 1, "one worker's requests carry one id");
   await new Promise((resolve) => setTimeout(resolve, 100));
