@@ -7,7 +7,7 @@
  */
 import { after, before, describe, test } from 'node:test';
 import { strict as assert } from 'node:assert';
-import { Context, UcxError, getDefaultErrorHandling, type Endpoint, type Worker } from 'ucxx-ts';
+import { Context, UcxError, createRemoteKeyFromSerialized, getDefaultErrorHandling, type Endpoint, type Worker } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
 import { firstMismatch, pattern } from './helpers/pattern.js';
 import { within } from './helpers/deadline.js';
@@ -117,6 +117,45 @@ describe('the fast lane', () => {
   test('a bad fastLane option is a typed error', async () => {
     await assert.rejects(worker.connect('127.0.0.1', 1, { fastLane: 'yes' as never }), { code: 'UCXX_ERR_INVALID_ARG' });
     assert.throws(() => worker.listen({ port: 0, fastLane: 1 as never }), { code: 'UCXX_ERR_INVALID_ARG' });
+  });
+
+  test('a stopped peer (SIGSTOP): a fetching atomic on the lane fails typed within failureTimeout, and the survivor closes cleanly', async () => {
+    const BOUND = 2000;
+    const survivor = new Context({ failureTimeout: BOUND });
+    const own = survivor.createWorker();
+    const peer = Peer.start('echo-peer');
+    try {
+      const { port } = await peer.next('ready');
+      const endpoint = await own.connect('127.0.0.1', port as number, { errorHandling: 'peer' });
+      assert.equal(endpoint.fastLane, true);
+      await peer.next('connected');
+      const keyBytes = new Uint8Array(512);
+      const keyReceived = endpoint.tagRecv(keyBytes, 2n);
+      const other = endpoint.tagRecv(new Uint8Array(512), 1n);
+      await peer.call({ type: 'send-keys' }, 'keys-sent');
+      const key = createRemoteKeyFromSerialized(endpoint, keyBytes.subarray(0, (await keyReceived).length));
+      await other;
+      // Registered memory: the atomics are UCX's software ones, which the peer's progress must answer.
+      assert.equal(await endpoint.fetchAdd(key, 0, 1), 0);
+      const events: string[] = [];
+      endpoint.once('error', () => events.push('error'));
+      const closed = new Promise<void>((resolve) => endpoint.once('close', () => { events.push('close'); resolve(); }));
+      peer.child.kill('SIGSTOP');
+      const stoppedAt = Date.now();
+      const atomic = endpoint.fetchAdd(key, 0, 1);
+      const receive = endpoint.tagRecv(new Uint8Array(8), 79n);
+      await assert.rejects(within(atomic.promise, BOUND + 8000, 'the atomic fails'), (err: unknown) => err instanceof UcxError);
+      const detected = Date.now() - stoppedAt;
+      assert.ok(detected >= BOUND - 500 && detected <= BOUND + 3000, `detected after ${detected} ms (failureTimeout ${BOUND})`);
+      await within(closed, 5000, 'the endpoint closes');
+      assert.deepEqual(events, ['error', 'close']);
+      await assert.rejects(receive.promise, (err: unknown) => err instanceof Error);
+      await within(survivor.close(), 15_000, "the survivor's context closes");
+    } finally {
+      await survivor.close();
+      peer.child.kill('SIGCONT');
+      if (peer.child.exitCode === null && peer.child.signalCode === null) peer.child.kill('SIGKILL');
+    }
   });
 
   test('a killed peer: operations on the lane fail typed, the endpoint closes, and the survivor closes cleanly', async () => {
