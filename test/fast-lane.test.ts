@@ -119,7 +119,7 @@ describe('the fast lane', () => {
     assert.throws(() => worker.listen({ port: 0, fastLane: 1 as never }), { code: 'UCXX_ERR_INVALID_ARG' });
   });
 
-  test('a stopped peer (SIGSTOP): a fetching atomic on the lane fails typed within failureTimeout, and the survivor closes cleanly', async () => {
+  test('a stopped peer (SIGSTOP): a fetching atomic and a get on the lane fail typed within failureTimeout, and the survivor closes cleanly', async () => {
     const BOUND = 2000;
     const survivor = new Context({ failureTimeout: BOUND });
     const own = survivor.createWorker();
@@ -143,10 +143,12 @@ describe('the fast lane', () => {
       peer.child.kill('SIGSTOP');
       const stoppedAt = Date.now();
       const atomic = endpoint.fetchAdd(key, 0, 1);
+      const get = endpoint.memGet(new Uint8Array(4), key, 0);
       const receive = endpoint.tagRecv(new Uint8Array(8), 79n);
       await assert.rejects(within(atomic.promise, BOUND + 8000, 'the atomic fails'), (err: unknown) => err instanceof UcxError);
       const detected = Date.now() - stoppedAt;
       assert.ok(detected >= BOUND - 500 && detected <= BOUND + 3000, `detected after ${detected} ms (failureTimeout ${BOUND})`);
+      await assert.rejects(get.promise, (err: unknown) => err instanceof UcxError, 'the get fails with a UcxError');
       await within(closed, 5000, 'the endpoint closes');
       assert.deepEqual(events, ['error', 'close']);
       await assert.rejects(receive.promise, (err: unknown) => err instanceof Error);
