@@ -9,8 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
 import { Worker as Thread } from 'node:worker_threads';
-import { Context, createRemoteKeyFromSerialized, getUcxVersion } from 'ucxx-ts';
-import { ucxProfileOfRun } from './helpers/env.js';
+import { Context, createRemoteKeyFromSerialized } from 'ucxx-ts';
 import { participant, type ExchangeInfo, type ExchangeReport } from './helpers/thread-exchange.js';
 import { within } from './helpers/deadline.js';
 import { failsAtOnce } from './helpers/fails-at-once.js';
@@ -62,16 +61,10 @@ describe('threads', () => {
     assert.deepEqual(await Promise.all(exited), [0, 0]);
   });
 
-  // UCX 1.20.1, PEER mode (the default there), so TCP between the threads: the main thread aborts in
-  // UCX now and then ("ucp_request.inl:319 Fatal: unexpected error: Endpoint timeout"; 4 of 9 runs of
-  // the peer in one series, 1 of 23 in the next). Its backtrace is UCX's put handler answering a software put
-  // from a thread that had just ended (ucp_put_handler -> ucp_rma_sw_send_cmpl -> ucp_request_try_send),
-  // the bug docs/reliability.md reproduces in plain C on 1.13 ("A peer of a client that gave up can
-  // crash"). Nothing on the receiving side avoids it: docs/ucx-versions.md.
-  const peerAbort = ucxProfileOfRun(getUcxVersion()).defaultErrorMode === 'peer'
-    ? 'UCX 1.20.1 PEER mode: UCX aborts answering a software put from a thread that just ended (ucp_put_handler, ucp_request.inl:319)'
-    : undefined;
-  test('every way a thread can end, with traffic in flight, 3 times each: the process survives and exits 0', { todo: peerAbort }, () => {
+  // The threads connect through a listener on their defaults: on 1.20.1 (PEER mode) that is the fast
+  // lane, over shared memory. Over TCP (fastLane: false) UCX aborts now and then answering a software
+  // put from a thread that just ended (ucp_put_handler, ucp_request.inl:319; docs/ucx-versions.md).
+  test('every way a thread can end, with traffic in flight, 3 times each: the process survives and exits 0', () => {
     const result = spawnSync(process.execPath, [path.join(HERE, 'peers', 'thread-exits.js'), '{"repeat":3}'], {
       encoding: 'utf8', timeout: 240_000,
     });
