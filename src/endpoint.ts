@@ -32,6 +32,7 @@ import { requestOperation } from './engine/operations.js';
 import { inflight } from './engine/completions.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import { OWN_MEMH_MIN } from './engine/own-memh.js';
+import { RequestGroup } from './engine/request-group.js';
 import {
   kAbandon, kAborted, kBindSignal, kByWatchdog, kCreate, kDefer, kDetachable, kDetached, kEndpointClosed,
   kEndpointOpened, kEndpointRef, kFailDetached, kForceCloseAtExit, kHandle, kHandleFor, kKeyClosed,
@@ -242,7 +243,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   /** Their live `ucp_rkey_h` handles: the only ones the raw RMA form accepts. */
   readonly #rkeyHandles = new Set<bigint>();
   /** Receives posted through this endpoint (they are worker-wide in UCP): cancelled when it closes. */
-  readonly #receives = new Set<AnyRequest>();
+  readonly #receives = new RequestGroup();
   /** The stream's receives, and the bytes that arrived with nobody waiting. */
   readonly #stream: StreamReceiver;
   /** The context's failureTimeout (ms; Infinity: no watchdog). */
@@ -1402,7 +1403,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    */
   cancelInflightRequests(): number {
     let cancelled = 0;
-    const mine: AnyRequest[] = [...this.#receives];
+    const mine: AnyRequest[] = this.#receives.toArray();
     for (const request of inflight.values()) {
       if (request[kOwner] === this) mine.push(request);
     }
@@ -1441,7 +1442,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#syncRef();
     this.#watchdog.stop();
     for (const key of [...this.#keys]) key.close();
-    for (const request of [...this.#receives]) request.cancel();
+    for (const request of this.#receives.toArray()) request.cancel();
     const handle = this.#handle;
     const workerHandle = this.#worker[kHandle];
     if (handle !== null && workerHandle !== null) {
@@ -1479,7 +1480,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     for (const request of inflight.values()) {
       if (request[kOwner] === this) request[kFailDetached](closed);
     }
-    for (const request of [...this.#receives]) request[kAbandon]('the endpoint was closed');
+    for (const request of this.#receives.toArray()) request[kAbandon]('the endpoint was closed');
     // Stream receives still waiting take what was stashed, then end or fail.
     this.#stream.closed(this.#failure ?? closed);
     this.#handle = null;

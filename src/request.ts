@@ -19,9 +19,10 @@ import { INTERNAL, checkConstructorToken } from './errors/misuse.js';
 import { abortError } from './internal/abort-error.js';
 import {
   kAbandon, kBackground, kBindSignal, kCancelFallback, kComplete, kDetachable, kDetached, kFail,
-  kFailDetached, kForget, kGroup, kHeldByUcx, kHost, kOnSettle, kUcxDone, kOpSettled, kOwner, kReleased,
+  kFailDetached, kForget, kGroup, kGroupNext, kGroupPrev, kHeldByUcx, kHost, kOnSettle, kUcxDone, kOpSettled, kOwner, kReleased,
   kReply, kSlotId, kTracked, kUcxRequest, kWatched,
 } from './internal/symbols.js';
+import type { RequestGroup } from './engine/request-group.js';
 
 // Keys of this module's own members (no other module uses them).
 const kUnbind: unique symbol = Symbol('ucxx-ts.unbind');
@@ -161,8 +162,11 @@ export class Request<T = void> implements PromiseLike<T> {
   [kReleased] = false;
   /** @internal The UCX request handle while in flight. */
   [kUcxRequest]: bigint | null = null;
-  /** @internal A set that tracks this request until it settles (an endpoint's receives). */
-  [kGroup]: Set<AnyRequest> | null = null;
+  /** @internal The group that tracks this request until it settles (an endpoint's receives). */
+  [kGroup]: RequestGroup | null = null;
+  /** @internal Its neighbours in that group's list. */
+  [kGroupPrev]: AnyRequest | null = null;
+  [kGroupNext]: AnyRequest | null = null;
   /** @internal Where the operation's result lands (atomic fetch, received bytes, a ucxx AM message). */
   [kReply]: unknown = null;
   /**
@@ -464,7 +468,6 @@ export class Request<T = void> implements PromiseLike<T> {
       this[kUnbind] = null;
     }
     this[kGroup]?.delete(this);
-    this[kGroup] = null;
     const owner = this[kOwner];
     if (owner !== null) {
       this[kOwner] = null;

@@ -24,7 +24,7 @@ import { failedRequest, requestOperation } from './engine/operations.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
   kAbandon, kAborted, kBindSignal, kCloseWithin, kFail, kCreate, kDefer, kDetachable, kEndpointByHandle, kEndpointRef,
-  kEndpointClosed, kEndpointOpened, kLaneMapped, kForceCloseAtExit, kGroup, kHandle, kHold, kListenerClosed, kLive,
+  kEndpointClosed, kEndpointOpened, kLaneMapped, kForceCloseAtExit, kHandle, kHold, kListenerClosed, kLive,
   kMaxAmHeader, kParkIfHeld, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kStreamStashed, kTagRecv,
   kTeardownAtExit, kUcxRequest, kUpdateBusy, kWorkerClosed,
 } from './internal/symbols.js';
@@ -45,6 +45,7 @@ import { installUcxxAm, registerAmAllocator, registerAmReceiverCallback, type Am
 import type { AmReceiverCallbackInfo } from './ucxx/am-header.js';
 import { tagMultiRecv, type TagMultiRecvOptions } from './ucxx/tag-multi.js';
 import { ProbeWaits } from './engine/probe-waits.js';
+import { RequestGroup } from './engine/request-group.js';
 import { handshakeNamed } from './worker/handshakes.js';
 import { newClientId } from './internal/client-id.js';
 import { explainConnectFailure, resolveErrorMode } from './worker/connect.js';
@@ -372,7 +373,6 @@ export class Worker {
     const request = requests.void(requests.slot(block), ucx().ucp_worker_flush_nbx(handle, block.address), 'worker flush', null);
     if (!request.completed) {
       request[kDetachable] = true;
-      request[kGroup] = this.#userRequests;
       this.#userRequests.add(request);
     }
     return request;
@@ -417,7 +417,7 @@ export class Worker {
   /** @internal */
   [kTagRecv](
     buffer: BufferSource | readonly BufferSource[], tag: bigint | number, tagMask: bigint | number,
-    group: Set<AnyRequest> | null, signal: AbortSignal | undefined,
+    group: RequestGroup | null, signal: AbortSignal | undefined,
   ): Request<TagRecvInfo> {
     const handle = this[kLive]('Worker');
     const t = toTag(tag, 'tag');
@@ -446,10 +446,7 @@ export class Worker {
     requests.track(request, block, ucx().ucp_tag_recv_nbx(handle, data as Buffer, count, t, m, block.address));
     if (memh !== null) requests.ownMemh?.unmapAfter(request, memh);
     if (!request.completed) {
-      if (group !== null) {
-        request[kGroup] = group;
-        group.add(request);
-      }
+      group?.add(request);
       request[kBindSignal](signal);
     }
     return request;
@@ -779,7 +776,7 @@ export class Worker {
   cancelInflightRequests(): number {
     let cancelled = 0;
     for (const endpoint of this.#endpoints) cancelled += endpoint.cancelInflightRequests();
-    for (const request of [...this.#userRequests]) {
+    for (const request of this.#userRequests.toArray()) {
       if (request.completed) continue;
       request.cancel();
       if (request.completed) cancelled++;
@@ -788,7 +785,7 @@ export class Worker {
   }
 
   /** The worker's own operations in flight (tag receives, flushes), for `cancelInflightRequests`. */
-  readonly #userRequests = new Set<AnyRequest>();
+  readonly #userRequests = new RequestGroup();
 
   /**
    * Closes the worker: cancels what is in flight (those requests reject with CanceledError), closes its

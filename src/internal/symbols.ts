@@ -76,6 +76,9 @@ export const kReleased: unique symbol = Symbol('ucxx-ts.released');
 /** `request[kUcxRequest]`: the UCX request handle while in flight. */
 export const kUcxRequest: unique symbol = Symbol('ucxx-ts.ucxRequest');
 export const kGroup: unique symbol = Symbol('ucxx-ts.group');
+/** `request[kGroupPrev]`, `request[kGroupNext]`: its neighbours in its RequestGroup's list. */
+export const kGroupPrev: unique symbol = Symbol('ucxx-ts.groupPrev');
+export const kGroupNext: unique symbol = Symbol('ucxx-ts.groupNext');
 export const kReply: unique symbol = Symbol('ucxx-ts.reply');
 export const kCancelFallback: unique symbol = Symbol('ucxx-ts.cancelFallback');
 /** `request[kUcxDone]`: runs once UCX has completed the request (its callback), whatever its status. */
