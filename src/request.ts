@@ -24,6 +24,9 @@ import {
 } from './internal/symbols.js';
 import type { RequestGroup } from './engine/request-group.js';
 
+/** The bits of a Request's `#flags`. */
+const enum Flag { TRACKED = 1, BACKGROUND = 2, RELEASED = 4, WATCHED = 8, DETACHABLE = 16, DETACHED = 32 }
+
 // Keys of this module's own members (no other module uses them).
 const kUnbind: unique symbol = Symbol('ucxx-ts.unbind');
 const kWhat: unique symbol = Symbol('ucxx-ts.what');
@@ -149,17 +152,34 @@ export class Request<T = void> implements PromiseLike<T> {
   #host: RequestHost | null;
   /** Memory the operation reads or writes, kept reachable until it completes. */
   #keep: unknown;
+  /** The boolean members below, one bit each (a Request is allocated per operation: one field, not six). */
+  #flags = 0;
   /** @internal The slot id carried in user_data; 0 when none. */
   [kSlotId] = 0;
   /** @internal Counted among its worker's operations in flight. */
-  [kTracked] = false;
+  get [kTracked](): boolean {
+    return (this.#flags & Flag.TRACKED) !== 0;
+  }
+  set [kTracked](on: boolean) {
+    this.#flags = on ? this.#flags | Flag.TRACKED : this.#flags & ~Flag.TRACKED;
+  }
   /**
    * @internal In flight without keeping the worker busy (a stream read-ahead nobody waits for yet), so
    * that it neither keeps the process alive nor makes 'polling' spin; see RequestEngine.foreground.
    */
-  [kBackground] = false;
+  get [kBackground](): boolean {
+    return (this.#flags & Flag.BACKGROUND) !== 0;
+  }
+  set [kBackground](on: boolean) {
+    this.#flags = on ? this.#flags | Flag.BACKGROUND : this.#flags & ~Flag.BACKGROUND;
+  }
   /** @internal Set once ucp_request_free was called on an unfinished request (worker teardown). */
-  [kReleased] = false;
+  get [kReleased](): boolean {
+    return (this.#flags & Flag.RELEASED) !== 0;
+  }
+  set [kReleased](on: boolean) {
+    this.#flags = on ? this.#flags | Flag.RELEASED : this.#flags & ~Flag.RELEASED;
+  }
   /** @internal The UCX request handle while in flight. */
   [kUcxRequest]: bigint | null = null;
   /** @internal The group that tracks this request until it settles (an endpoint's receives). */
@@ -189,14 +209,29 @@ export class Request<T = void> implements PromiseLike<T> {
   /** @internal The endpoint this operation in flight belongs to (set only when it did not complete at once). */
   [kOwner]: RequestOwner | null = null;
   /** @internal Counted by its owner's watchdog: an operation only the peer's UCX has to answer. */
-  [kWatched] = false;
+  get [kWatched](): boolean {
+    return (this.#flags & Flag.WATCHED) !== 0;
+  }
+  set [kWatched](on: boolean) {
+    this.#flags = on ? this.#flags | Flag.WATCHED : this.#flags & ~Flag.WATCHED;
+  }
   /**
    * @internal UCX cannot cancel this kind (sends, RMA, atomics, flush): `cancel()` and a failed endpoint
    * settle it at once and UCX keeps the request, and its memory stays referenced, until UCX is done.
    */
-  [kDetachable] = false;
+  get [kDetachable](): boolean {
+    return (this.#flags & Flag.DETACHABLE) !== 0;
+  }
+  set [kDetachable](on: boolean) {
+    this.#flags = on ? this.#flags | Flag.DETACHABLE : this.#flags & ~Flag.DETACHABLE;
+  }
   /** @internal Settled for JavaScript while UCX still holds the request (see `[kDetachable]`). */
-  [kDetached] = false;
+  get [kDetached](): boolean {
+    return (this.#flags & Flag.DETACHED) !== 0;
+  }
+  set [kDetached](on: boolean) {
+    this.#flags = on ? this.#flags | Flag.DETACHED : this.#flags & ~Flag.DETACHED;
+  }
 
   /** @internal Requests are made by Worker and Endpoint (IllegalConstructorError from outside). */
   constructor(token: typeof INTERNAL, host: RequestHost | null, kind: ResultKind, what: string, keep: unknown) {
