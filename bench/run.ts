@@ -942,7 +942,8 @@ function machineInfo(): MachineInfo {
     node: process.version,
     ucx: {
       ucxxTs: ucxLoaded,
-      ucxPerftest: ucxInfo === null ? null : (/Version\s+(\S+)/.exec(ucxInfo)?.[1] ?? null),
+      // UCX 1.13's ucx_info -v prints 'Version 1.13.1', 1.20's '# Library version: 1.20.1'.
+      ucxPerftest: ucxInfo === null ? null : (/(?:Library version:|Version)\s+(\d[\d.]*)/.exec(ucxInfo)?.[1] ?? null),
       package: process.env['UCXX_TS_UCX_LIBDIR'] ? null : tryRun('dpkg-query', ['-W', '-f', '${Version}', 'ucx-utils']),
     },
     ucxxTsVersion: pkg.version,
