@@ -7,7 +7,7 @@
  */
 import { after, before, describe, test } from 'node:test';
 import { strict as assert } from 'node:assert';
-import { Context, UcxError, createRemoteKeyFromSerialized, getDefaultErrorHandling, type Endpoint, type Worker } from 'ucxx-ts';
+import { Context, UcxError, createRemoteKeyFromSerialized, getDefaultErrorHandling, type Endpoint, type EndpointOptions, type Worker } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
 import { firstMismatch, pattern } from './helpers/pattern.js';
 import { within } from './helpers/deadline.js';
@@ -31,6 +31,30 @@ async function echo(worker: Worker, endpoint: Endpoint, size: number, seed: numb
   await endpoint.tagSend(data, tag);
   await receive;
   assert.equal(firstMismatch(back, data), -1);
+}
+
+/**
+ * Connects `own` in PEER mode to a new echo peer (its config `peerConfig`) with `options`, and checks
+ * that neither side took a lane or waited for the other: the connect does not wait for an offer (the
+ * client's 1 s), the listener hands out without waiting for an answer (its 2 s). Echoes 64 KiB when
+ * `seed` is a number.
+ */
+async function expectNoLane(own: Worker, peerConfig: object, options: EndpointOptions, seed: number | null): Promise<void> {
+  const peer = Peer.start('echo-peer', peerConfig);
+  try {
+    const { port } = await peer.next('ready');
+    const started = Date.now();
+    const endpoint = await own.connect('127.0.0.1', port as number, { errorHandling: 'peer', ...options });
+    assert.ok(Date.now() - started < 900, `connect took ${Date.now() - started} ms`);
+    const connected = await peer.next('connected');
+    assert.ok(Date.now() - started < 1500, `handed out after ${Date.now() - started} ms`);
+    assert.equal(connected['fastLane'], false);
+    assert.equal(endpoint.fastLane, false);
+    if (seed !== null) await echo(own, endpoint, 64 << 10, seed);
+    await endpoint.close();
+  } finally {
+    assert.equal(await peer.stop(), 0, peer.stderr);
+  }
 }
 
 describe('the fast lane', () => {
@@ -62,55 +86,20 @@ describe('the fast lane', () => {
   });
 
   test('the client turns it off: it declines the offer at once, and both use the PEER connection', async () => {
-    const peer = Peer.start('echo-peer');
-    try {
-      const { port } = await peer.next('ready');
-      const endpoint = await worker.connect('127.0.0.1', port as number, { errorHandling: 'peer', fastLane: false });
-      const started = Date.now();
-      const connected = await peer.next('connected');
-      // The listener hands its endpoint out on the client's DECLINE, not after its 2 s wait.
-      assert.ok(Date.now() - started < 1500, `handed out after ${Date.now() - started} ms`);
-      assert.equal(connected['fastLane'], false);
-      assert.equal(endpoint.fastLane, false);
-      await echo(worker, endpoint, 64 << 10, 3);
-      await endpoint.close();
-    } finally {
-      assert.equal(await peer.stop(), 0, peer.stderr);
-    }
+    await expectNoLane(worker, {}, { fastLane: false }, 3);
   });
 
   test('the listener turns it off: the connect does not wait for an offer', async () => {
-    const peer = Peer.start('echo-peer', { fastLane: false });
-    try {
-      const { port } = await peer.next('ready');
-      const started = Date.now();
-      const endpoint = await worker.connect('127.0.0.1', port as number, { errorHandling: 'peer' });
-      assert.ok(Date.now() - started < 900, `connect took ${Date.now() - started} ms`);
-      assert.equal((await peer.next('connected'))['fastLane'], false);
-      assert.equal(endpoint.fastLane, false);
-      await echo(worker, endpoint, 64 << 10, 4);
-      await endpoint.close();
-    } finally {
-      assert.equal(await peer.stop(), 0, peer.stderr);
-    }
+    await expectNoLane(worker, { fastLane: false }, {}, 4);
   });
 
   test('a client without the am feature gets no offer (it could not answer): handed out at once, over TCP', async () => {
+    // An offer would go unanswered (UCX would warn about an AM without a handler), for the listener's 2 s.
     const plain = new Context({ features: ['tag', 'wakeup'] });
-    const peer = Peer.start('echo-peer');
     try {
-      const { port } = await peer.next('ready');
-      const started = Date.now();
-      const endpoint = await plain.createWorker().connect('127.0.0.1', port as number, { errorHandling: 'peer' });
-      const connected = await peer.next('connected');
-      // An offer would go unanswered (UCX would warn about an AM without a handler), for the listener's 2 s.
-      assert.ok(Date.now() - started < 1500, `handed out after ${Date.now() - started} ms`);
-      assert.equal(connected['fastLane'], false);
-      assert.equal(endpoint.fastLane, false);
-      await endpoint.close();
+      await expectNoLane(plain.createWorker(), {}, {}, null);
     } finally {
       await plain.close();
-      assert.equal(await peer.stop(), 0, peer.stderr);
     }
   });
 
