@@ -57,6 +57,15 @@ async function expectNoLane(own: Worker, peerConfig: object, options: EndpointOp
   }
 }
 
+/** `own`'s PEER-mode connection to an echo peer just started, which takes the lane on both sides. */
+async function connectOverLane(own: Worker, peer: Peer): Promise<Endpoint> {
+  const { port } = await peer.next('ready');
+  const endpoint = await own.connect('127.0.0.1', port as number, { errorHandling: 'peer' });
+  assert.equal(endpoint.fastLane, true);
+  assert.equal((await peer.next('connected'))['fastLane'], true);
+  return endpoint;
+}
+
 describe('the fast lane', () => {
   let context: Context;
   let worker: Worker;
@@ -114,10 +123,7 @@ describe('the fast lane', () => {
     const own = survivor.createWorker();
     const peer = Peer.start('echo-peer');
     try {
-      const { port } = await peer.next('ready');
-      const endpoint = await own.connect('127.0.0.1', port as number, { errorHandling: 'peer' });
-      assert.equal(endpoint.fastLane, true);
-      await peer.next('connected');
+      const endpoint = await connectOverLane(own, peer);
       const keyBytes = new Uint8Array(512);
       const keyReceived = endpoint.tagRecv(keyBytes, 2n);
       const other = endpoint.tagRecv(new Uint8Array(512), 1n);
@@ -154,10 +160,7 @@ describe('the fast lane', () => {
     const own = survivor.createWorker();
     const peer = Peer.start('echo-peer');
     try {
-      const { port } = await peer.next('ready');
-      const endpoint = await own.connect('127.0.0.1', port as number, { errorHandling: 'peer' });
-      assert.equal(endpoint.fastLane, true);
-      await peer.next('connected');
+      const endpoint = await connectOverLane(own, peer);
       await echo(own, endpoint, 8, 5);
       const closed = new Promise<void>((resolve) => endpoint.once('close', () => resolve()));
       // A rendezvous send nobody receives (the peer echoes only tags >= 2^63) and a receive: both wait.
