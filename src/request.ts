@@ -160,6 +160,7 @@ export class Request<T = void> implements PromiseLike<T> {
   get [kTracked](): boolean {
     return (this.#flags & Flag.TRACKED) !== 0;
   }
+  /** @internal */
   set [kTracked](on: boolean) {
     this.#flags = on ? this.#flags | Flag.TRACKED : this.#flags & ~Flag.TRACKED;
   }
@@ -170,6 +171,7 @@ export class Request<T = void> implements PromiseLike<T> {
   get [kBackground](): boolean {
     return (this.#flags & Flag.BACKGROUND) !== 0;
   }
+  /** @internal */
   set [kBackground](on: boolean) {
     this.#flags = on ? this.#flags | Flag.BACKGROUND : this.#flags & ~Flag.BACKGROUND;
   }
@@ -177,6 +179,7 @@ export class Request<T = void> implements PromiseLike<T> {
   get [kReleased](): boolean {
     return (this.#flags & Flag.RELEASED) !== 0;
   }
+  /** @internal */
   set [kReleased](on: boolean) {
     this.#flags = on ? this.#flags | Flag.RELEASED : this.#flags & ~Flag.RELEASED;
   }
@@ -184,9 +187,12 @@ export class Request<T = void> implements PromiseLike<T> {
   [kUcxRequest]: bigint | null = null;
   /** @internal The group that tracks this request until it settles (an endpoint's receives). */
   [kGroup]: RequestGroup | null = null;
-  /** @internal Its neighbours in that group's list. */
-  [kGroupPrev]: AnyRequest | null = null;
-  [kGroupNext]: AnyRequest | null = null;
+  /** @internal The previous request in that group's list. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  [kGroupPrev]: Request<any> | null = null;
+  /** @internal The next request in that group's list. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  [kGroupNext]: Request<any> | null = null;
   /** @internal Where the operation's result lands (atomic fetch, received bytes, a ucxx AM message). */
   [kReply]: unknown = null;
   /**
@@ -212,6 +218,7 @@ export class Request<T = void> implements PromiseLike<T> {
   get [kWatched](): boolean {
     return (this.#flags & Flag.WATCHED) !== 0;
   }
+  /** @internal */
   set [kWatched](on: boolean) {
     this.#flags = on ? this.#flags | Flag.WATCHED : this.#flags & ~Flag.WATCHED;
   }
@@ -222,6 +229,7 @@ export class Request<T = void> implements PromiseLike<T> {
   get [kDetachable](): boolean {
     return (this.#flags & Flag.DETACHABLE) !== 0;
   }
+  /** @internal */
   set [kDetachable](on: boolean) {
     this.#flags = on ? this.#flags | Flag.DETACHABLE : this.#flags & ~Flag.DETACHABLE;
   }
@@ -229,6 +237,7 @@ export class Request<T = void> implements PromiseLike<T> {
   get [kDetached](): boolean {
     return (this.#flags & Flag.DETACHED) !== 0;
   }
+  /** @internal */
   set [kDetached](on: boolean) {
     this.#flags = on ? this.#flags | Flag.DETACHED : this.#flags & ~Flag.DETACHED;
   }
