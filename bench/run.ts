@@ -770,11 +770,15 @@ async function runUcxxPython(python: string, mode: PyMode, size: number, n: numb
   }
 }
 
-/** Iterations and warm-up of a ucxx row, the same for every column (ucxx Python is slow at them all). */
+/**
+ * Iterations and warm-up of a ucxx row, the same for every column (ucxx Python is slow at them all).
+ * Small messages get 10,000 round trips of warm-up: with 1,000, ucxx-ts's 8 B mean over the next 5,000
+ * was 12.6-13.4 us against 1.8-2.6 after 10,000 (V8 still compiling: iterationsFor).
+ */
 function ucxxIterations(kind: 'latency' | 'bandwidth', size: number, short: boolean): { iterations: number; warmup: number } {
   if (kind === 'bandwidth') return iterationsFor('tag_bw', size, short);
   if (short) return size >= MiB ? { iterations: 50, warmup: 10 } : { iterations: 500, warmup: 50 };
-  return size >= MiB ? { iterations: 500, warmup: 100 } : { iterations: 5000, warmup: 1000 };
+  return size >= MiB ? { iterations: 500, warmup: 100 } : { iterations: 5000, warmup: 10_000 };
 }
 
 /**
