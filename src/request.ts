@@ -24,8 +24,10 @@ import {
 } from './internal/symbols.js';
 import type { RequestGroup } from './engine/request-group.js';
 
-/** The bits of a Request's `#flags`. */
-const enum Flag { TRACKED = 1, BACKGROUND = 2, RELEASED = 4, WATCHED = 8, DETACHABLE = 16, DETACHED = 32 }
+/** A Request's boolean members and their bits in its `#flags`. */
+const FLAGS: readonly (readonly [symbol, number])[] = [
+  [kTracked, 1], [kBackground, 2], [kReleased, 4], [kWatched, 8], [kDetachable, 16], [kDetached, 32],
+];
 
 // Keys of this module's own members (no other module uses them).
 const kUnbind: unique symbol = Symbol('ucxx-ts.unbind');
@@ -152,37 +154,35 @@ export class Request<T = void> implements PromiseLike<T> {
   #host: RequestHost | null;
   /** Memory the operation reads or writes, kept reachable until it completes. */
   #keep: unknown;
-  /** The boolean members below, one bit each (a Request is allocated per operation: one field, not six). */
+  /**
+   * The boolean members declared below, one bit each (a Request is allocated per operation: one field,
+   * not six); their accessors are defined from FLAGS.
+   */
   #flags = 0;
+
+  static {
+    for (const [key, bit] of FLAGS) {
+      Object.defineProperty(Request.prototype, key, {
+        get(this: Request<unknown>): boolean {
+          return (this.#flags & bit) !== 0;
+        },
+        set(this: Request<unknown>, on: boolean): void {
+          this.#flags = on ? this.#flags | bit : this.#flags & ~bit;
+        },
+      });
+    }
+  }
   /** @internal The slot id carried in user_data; 0 when none. */
   [kSlotId] = 0;
   /** @internal Counted among its worker's operations in flight. */
-  get [kTracked](): boolean {
-    return (this.#flags & Flag.TRACKED) !== 0;
-  }
-  /** @internal */
-  set [kTracked](on: boolean) {
-    this.#flags = on ? this.#flags | Flag.TRACKED : this.#flags & ~Flag.TRACKED;
-  }
+  declare [kTracked]: boolean;
   /**
    * @internal In flight without keeping the worker busy (a stream read-ahead nobody waits for yet), so
    * that it neither keeps the process alive nor makes 'polling' spin; see RequestEngine.foreground.
    */
-  get [kBackground](): boolean {
-    return (this.#flags & Flag.BACKGROUND) !== 0;
-  }
-  /** @internal */
-  set [kBackground](on: boolean) {
-    this.#flags = on ? this.#flags | Flag.BACKGROUND : this.#flags & ~Flag.BACKGROUND;
-  }
+  declare [kBackground]: boolean;
   /** @internal Set once ucp_request_free was called on an unfinished request (worker teardown). */
-  get [kReleased](): boolean {
-    return (this.#flags & Flag.RELEASED) !== 0;
-  }
-  /** @internal */
-  set [kReleased](on: boolean) {
-    this.#flags = on ? this.#flags | Flag.RELEASED : this.#flags & ~Flag.RELEASED;
-  }
+  declare [kReleased]: boolean;
   /** @internal The UCX request handle while in flight. */
   [kUcxRequest]: bigint | null = null;
   /** @internal The group that tracks this request until it settles (an endpoint's receives). */
@@ -215,32 +215,14 @@ export class Request<T = void> implements PromiseLike<T> {
   /** @internal The endpoint this operation in flight belongs to (set only when it did not complete at once). */
   [kOwner]: RequestOwner | null = null;
   /** @internal Counted by its owner's watchdog: an operation only the peer's UCX has to answer. */
-  get [kWatched](): boolean {
-    return (this.#flags & Flag.WATCHED) !== 0;
-  }
-  /** @internal */
-  set [kWatched](on: boolean) {
-    this.#flags = on ? this.#flags | Flag.WATCHED : this.#flags & ~Flag.WATCHED;
-  }
+  declare [kWatched]: boolean;
   /**
    * @internal UCX cannot cancel this kind (sends, RMA, atomics, flush): `cancel()` and a failed endpoint
    * settle it at once and UCX keeps the request, and its memory stays referenced, until UCX is done.
    */
-  get [kDetachable](): boolean {
-    return (this.#flags & Flag.DETACHABLE) !== 0;
-  }
-  /** @internal */
-  set [kDetachable](on: boolean) {
-    this.#flags = on ? this.#flags | Flag.DETACHABLE : this.#flags & ~Flag.DETACHABLE;
-  }
+  declare [kDetachable]: boolean;
   /** @internal Settled for JavaScript while UCX still holds the request (see `[kDetachable]`). */
-  get [kDetached](): boolean {
-    return (this.#flags & Flag.DETACHED) !== 0;
-  }
-  /** @internal */
-  set [kDetached](on: boolean) {
-    this.#flags = on ? this.#flags | Flag.DETACHED : this.#flags & ~Flag.DETACHED;
-  }
+  declare [kDetached]: boolean;
 
   /** @internal Requests are made by Worker and Endpoint (IllegalConstructorError from outside). */
   constructor(token: typeof INTERNAL, host: RequestHost | null, kind: ResultKind, what: string, keep: unknown) {
