@@ -51,7 +51,12 @@ import {
 import { featureMismatchHint } from './internal/hints.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
 import { checkAmId } from './active-message.js';
-import { kAdoptLane, kDropLane, kLaneMapped, kOpenLane, kReservedAmId } from './internal/symbols.js';
+import {
+  kAdoptLane, kDropLane, kGiveUpLane, kLaneCall, kLaneMapped, kLaneWait, kOpenLane, kReservedAmId, kRetireLane,
+} from './internal/symbols.js';
+import { lanePoolOf } from './endpoint/lane-pool.js';
+import { LANE_RELEASE_WAIT_MS, releaseLane } from './endpoint/fast-lane.js';
+import { AM_ID_FAST_LANE } from './am-ids.js';
 import type { ReceiveOptions } from './worker.js';
 import { RemoteKey } from './remote-key.js';
 import type { Worker } from './worker.js';
@@ -280,7 +285,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#owner = worker;
     this.#stream = new StreamReceiver({
       worker,
-      openHandle: () => (this.#state === 'open' ? this.#lane ?? this.#handle : null),
+      openHandle: () => (this.#state === 'open' ? this.#handle : null),
       stashed: () => worker[kStreamStashed](this),
     });
     this.#peer = peer;
@@ -533,12 +538,19 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /**
-   * @internal The client's side of the fast lane: a NONE-mode ucp_ep to the server's worker `address`
-   * (validated by the caller), reporting its errors as this endpoint's.
+   * @internal The client's side of the fast lane: the idle lane of an earlier connection to the same
+   * server worker, or a new NONE-mode ucp_ep to the server's worker `address` (validated by the
+   * caller), reporting its errors as this endpoint's.
    */
   [kOpenLane](address: Uint8Array): void {
     const workerHandle = this.#worker[kHandle];
     if (workerHandle === null || this.#state !== 'open' || this.#lane !== null) throw new ClosedError(`the Endpoint (${this.#peer})`);
+    const pool = lanePoolOf(this.#worker);
+    const idle = pool.take(address);
+    if (idle !== null) {
+      this[kAdoptLane](idle);
+      return;
+    }
     const params = new StructBuffer(layouts.ucp_ep_params_t);
     params
       .setU64('field_mask', K.UCP_EP_PARAM_FIELD_ERR_HANDLER | K.UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | K.UCP_EP_PARAM_FIELD_REMOTE_ADDRESS)
@@ -549,29 +561,70 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const out = new OutCell();
     const status = ucx().ucp_ep_create(workerHandle, params.buffer, out.reset());
     if (status !== 0) throw errorFromStatus(status, `ucp_ep_create (fast lane to ${this.#peer})`);
-    this[kAdoptLane](out.ptr() as bigint);
+    const lane = out.ptr() as bigint;
+    pool.opened(lane, address);
+    this[kAdoptLane](lane);
   }
 
   /** @internal The server's side of the fast lane: the ucp_ep UCX made for the client's lane. */
   [kAdoptLane](lane: bigint): void {
     this.#lane = lane;
     this.#worker[kLaneMapped](this, lane, true);
-    this.#stream.retarget();
     debug('endpoint #%d to %s: fast lane %s', this.#id, this.#peer, lane.toString(16));
   }
 
-  /** @internal The lane is not taken after all (the server refused it late): closed, data stays on #handle. */
-  async [kDropLane](): Promise<void> {
+  /** @internal The lane is not taken after all (the server refused it late): idle again, data stays on #handle. */
+  [kDropLane](): void {
     const lane = this.#lane;
     if (lane === null) return;
     this.#lane = null;
     this.#worker[kLaneMapped](this, lane, false);
-    this.#stream.retarget();
-    await this.#closeLane(lane, false);
+    lanePoolOf(this.#worker).release(lane);
   }
 
-  /** Closes the fast lane's ucp_ep (NONE mode: graceful only), progressed for up to closeTimeout. */
-  async #closeLane(lane: bigint, failed: boolean): Promise<void> {
+  /** @internal The peer released the lane: from now on this endpoint's operations go over #handle. */
+  [kGiveUpLane](lane: bigint): boolean {
+    if (this.#lane !== lane) return false;
+    this.#lane = null;
+    this.#worker[kLaneMapped](this, lane, false);
+    // Keys unpacked on the lane are of no use on the PEER endpoint; the peer is closing anyway.
+    for (const key of [...this.#keys]) key.close();
+    debug('endpoint #%d to %s: the peer released the fast lane', this.#id, this.#peer);
+    return true;
+  }
+
+  /** @internal A flush (`header` null) or a fast-lane message on `lane`, completed within `ms`. */
+  async [kLaneCall](lane: bigint, header: Uint8Array | null, ms: number): Promise<boolean> {
+    if (this.#worker[kHandle] === null) return false;
+    const requests = this.#worker[kRequests];
+    let request: AnyRequest;
+    if (header === null) {
+      const block = requests.params.send;
+      request = requests.void(requests.slot(block), ucx().ucp_ep_flush_nbx(lane, block.address), 'fast lane flush', null);
+    } else {
+      const block = requests.params.amSend;
+      block.setFlags(Number(K.UCP_AM_SEND_FLAG_REPLY | K.UCP_AM_SEND_FLAG_EAGER));
+      request = requests.void(requests.slot(block),
+        ucx().ucp_am_send_nbx(lane, AM_ID_FAST_LANE, header, header.byteLength, null, 0, block.address), 'fast lane message', header);
+    }
+    if (!request.completed) await this[kLaneWait](() => request.completed, ms);
+    if (!request.completed) {
+      request.promise.catch(() => undefined);
+      return false;
+    }
+    return request.status === 0;
+  }
+
+  /** @internal Progresses the worker until `done()` or `ms` have passed. */
+  async [kLaneWait](done: () => boolean, ms: number): Promise<boolean> {
+    if (!done() && this.#worker[kHandle] !== null) await this.#worker[kProgressUntil](done, ms);
+    return done();
+  }
+
+  /** @internal Closes `lane` in UCX (NONE mode: graceful only, and UCX keeps it until the worker goes). */
+  async [kRetireLane](lane: bigint, failed = false): Promise<void> {
+    lanePoolOf(this.#worker).retire(lane);
+    if (this.#worker[kHandle] === null) return;
     const requests = this.#worker[kRequests];
     const block = requests.params.close;
     block.setFlags(0);
@@ -795,7 +848,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    */
   @requestOperation
   streamSend(buffer: BufferSource, options?: OperationOptions): Request<void> {
-    const ep = this[kLive]('streamSend');
+    this[kLive]('streamSend');
+    // Stream bytes never take the fast lane (endpoint/fast-lane.ts says why).
+    const ep = this.#handle as bigint;
     const count = byteLengthOf(buffer, 'streamSend buffer');
     // Nothing to send, and an empty stream message makes a UCX 1.13 receiver assert (stream_recv.c:442;
     // docs/ucx-1.13-bugs/stream_empty_message.c): complete at once.
@@ -1462,13 +1517,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       let rounds = 0;
       await this.#worker[kProgressUntil](() => rounds++ > 0, 50);
       this.#stream.drain(handle);
-      // The fast lane first: the peer's side of it closes when it sees this endpoint's close.
+      // The fast lane first, released to both sides' pools (the peer stops using it); one that failed
+      // or that the peer does not release in time is closed in UCX instead.
       const lane = this.#lane;
       if (lane !== null) {
-        this.#stream.drain(lane);
         this.#lane = null;
         this.#worker[kLaneMapped](this, lane, false);
-        await this.#closeLane(lane, failed);
+        const released = !failed && await releaseLane(this, lane, Math.min(this.#closeTimeout, LANE_RELEASE_WAIT_MS));
+        if (!released) await this[kRetireLane](lane, failed);
       }
       // A failed endpoint not known to be in PEER mode (whose ids UCX looks up safely) may have sent
       // rendezvous messages the worker still holds: the worker keeps its ucp_ep while they last.

@@ -7,10 +7,11 @@
  */
 import { after, before, describe, test } from 'node:test';
 import { strict as assert } from 'node:assert';
-import { Context, UcxError, createRemoteKeyFromSerialized, getDefaultErrorHandling, type Endpoint, type EndpointOptions, type Worker } from 'ucxx-ts';
+import { Context, UcxError, createRemoteKeyFromSerialized, getDefaultErrorHandling, type AmMessage, type Endpoint, type EndpointOptions, type Worker } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
 import { firstMismatch, pattern } from './helpers/pattern.js';
 import { within } from './helpers/deadline.js';
+import { sharedMappings } from './helpers/shared-mappings.js';
 
 // The messaging and atomics files on their defaults have the lane where PEER is the default (UCX
 // 1.19+); here they run the other way: without it there, with it (in PEER mode) on 1.13.
@@ -90,6 +91,57 @@ describe('the fast lane', () => {
       for (const size of [8, 64 << 10, 4 << 20]) await echo(worker, endpoint, size, size);
       await endpoint.close();
     } finally {
+      assert.equal(await peer.stop(), 0, peer.stderr);
+    }
+  });
+
+  test('connections made and closed again take the same lane: neither process maps more shared memory, and each connection gets only its own messages', async () => {
+    // UCX keeps a NONE-mode endpoint whose peer connected back until its worker is destroyed, closed or
+    // not, with the peer's segments mapped: one lane per connection grew both processes by some 40 KiB
+    // a connection (the soak's connect phase). Released lanes are reused instead.
+    const peer = Peer.start('echo-peer');
+    const replies: AmMessage[] = [];
+    worker.setAmHandler(2, (message) => {
+      replies.push(message);
+    });
+    try {
+      const { port } = await peer.next('ready');
+      let baseline: { own: number; peer: number } | undefined;
+      for (let i = 0; i < 30; i++) {
+        const endpoint = await worker.connect('127.0.0.1', port as number, { errorHandling: 'peer' });
+        assert.equal(endpoint.fastLane, true);
+        assert.equal((await peer.next('connected'))['fastLane'], true);
+        // An active message echoed on the reply endpoint: the listener's side of the reused lane
+        // names this connection's Endpoint, and the reply reaches this one.
+        const header = new Uint8Array([i]);
+        await endpoint.amSend(1, header, pattern(i, 100), { reply: true });
+        const reply = await within((async () => {
+          while (replies.length === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+          return replies.shift() as AmMessage;
+        })(), 5000, 'the AM echo');
+        assert.deepEqual([...reply.header], [i]);
+        assert.equal(firstMismatch(reply.data ?? new Uint8Array(0), pattern(i, 100)), -1);
+        // Stream bytes (over the PEER endpoint) echoed by this connection's peer Endpoint.
+        const data = pattern(1000 + i, 4096);
+        const back = new Uint8Array(data.length);
+        const receive = endpoint.streamRecv(back, { waitAll: true });
+        await endpoint.streamSend(data);
+        await receive;
+        assert.equal(firstMismatch(back, data), -1);
+        if (i % 2 === 1) {
+          // Every other time the listener closes first: it releases the lane, the client stops using it.
+          await peer.call({ type: 'close-last' }, 'closed-last');
+          await within(new Promise<void>((resolve) => (endpoint.closed ? resolve() : endpoint.once('close', () => resolve()))), 5000, 'the close by the peer');
+        }
+        await endpoint.close();
+        if (i === 1) baseline = { own: sharedMappings(), peer: (await peer.call({ type: 'shm-maps' }, 'shm-maps'))['count'] as number };
+      }
+      assert.equal(replies.length, 0, 'no stray AM reply');
+      assert.ok(baseline !== undefined);
+      assert.equal(sharedMappings(), baseline.own, 'this process maps no more shared memory after 28 more connections');
+      assert.equal((await peer.call({ type: 'shm-maps' }, 'shm-maps'))['count'], baseline.peer, 'neither does the listener');
+    } finally {
+      worker.setAmHandler(2, null);
       assert.equal(await peer.stop(), 0, peer.stderr);
     }
   });

@@ -18,6 +18,19 @@
  *   server -> client, the lane:      WELCOME token  (the server hands out its Endpoint, with the lane)
  *   or, on the PEER endpoint:        DECLINE token  (client: no lane), NOPE token (server: offer expired)
  *
+ * A lane is never closed in UCX after a clean close (UCX would keep it until the worker goes:
+ * endpoint/lane-pool.ts); both sides release it to their pools, and the next connection between the
+ * same two workers takes it again (HELLO on an idle lane). The side that closes first:
+ *
+ *   closing side -> peer, the lane:  BYE token      (after a flush: nothing of it is still in flight)
+ *   peer -> closing side, the lane:  BYE_ACK token  (the peer stopped using the lane and flushed it)
+ *
+ * Both idle the lane then: what either sent on it arrived before the other's BYE or BYE_ACK, so the
+ * next connection on it sees nothing of the last one's. Stream bytes never take the lane: a stream
+ * receive is always posted on an open endpoint, and UCX cannot cancel one, so it would take the next
+ * connection's bytes. A lane whose endpoint failed, or whose peer does not answer BYE in time, is
+ * closed in UCX instead (and held there until the worker goes).
+ *
  * Every message is a 16-byte AM header, little-endian: u32 'ucxl', u8 version (1), u8 kind, u16 0,
  * u64 token; sent with UCP_AM_SEND_FLAG_REPLY so that the receiver knows the endpoint.
  */
@@ -28,18 +41,23 @@ import type { AmMessage } from '../active-message.js';
 import { AM_ID_FAST_LANE } from '../am-ids.js';
 import type { Endpoint } from '../endpoint.js';
 import { debug } from '../internal/debug-log.js';
-import { kAdoptLane, kDropLane, kOpenLane, kReplyHandle, kReservedAmId } from '../internal/symbols.js';
+import {
+  kAdoptLane, kDropLane, kGiveUpLane, kLaneCall, kLaneWait, kOpenLane, kReplyHandle, kReservedAmId, kRetireLane,
+} from '../internal/symbols.js';
+import { lanePoolOf } from './lane-pool.js';
 import { validateWorkerAddress } from '../internal/worker-address.js';
 import { EndpointTimeoutError } from '../errors/index.js';
 
 const MAGIC = 0x6c786375; // 'ucxl'
 const VERSION = 1;
 const HEADER_BYTES = 16;
-const enum Kind { Offer = 1, Hello = 2, Welcome = 3, Decline = 4, Nope = 5 }
-const KIND_NAMES = ['', 'OFFER', 'HELLO', 'WELCOME', 'DECLINE', 'NOPE'];
+const enum Kind { Offer = 1, Hello = 2, Welcome = 3, Decline = 4, Nope = 5, Bye = 6, ByeAck = 7 }
+const KIND_NAMES = ['', 'OFFER', 'HELLO', 'WELCOME', 'DECLINE', 'NOPE', 'BYE', 'BYE_ACK'];
 
 /** How long a listener waits for an offered client's HELLO or DECLINE before it hands out without a lane (ms). */
 export const OFFER_WAIT_MS = 2000;
+/** How long a closing endpoint waits for each step of releasing its lane (flush, BYE, BYE_ACK) (ms). */
+export const LANE_RELEASE_WAIT_MS = 2000;
 /** How long a client that found the hint waits for the offer after its connection is made (ms). */
 export const HINT_WAIT_MS = 1000;
 
@@ -202,10 +220,55 @@ export async function takeLane(endpoint: Endpoint, ownAddress: () => Uint8Array,
     throw new EndpointTimeoutError(`connect to ${endpoint.peer}: the server did not answer the fast lane's HELLO in ${answerWaitMs} ms`);
   }
   if (expectation.answer === Kind.Nope) {
-    await endpoint[kDropLane]();
+    endpoint[kDropLane]();
     return false;
   }
   return true;
+}
+
+// ---- Releasing a lane ----
+
+interface Release {
+  readonly token: bigint;
+  acked: boolean;
+  /** The BYE_ACK this side sends for the peer's own BYE (both sides closed at once), once sent. */
+  answering: Promise<boolean> | null;
+  readonly endpoint: Endpoint;
+}
+
+/** Lanes whose endpoint is releasing them (sent or about to send BYE), by ucp_ep. */
+const releasing = new Map<bigint, Release>();
+
+/**
+ * The closing side: flushes `lane`, sends BYE and waits for BYE_ACK (each step within `waitMs`); then
+ * the lane is idle in the worker's pool. Resolves with false when a step did not complete (the caller
+ * closes the lane in UCX).
+ */
+export async function releaseLane(endpoint: Endpoint, lane: bigint, waitMs: number): Promise<boolean> {
+  const release: Release = { token: randomBytes(8).readBigUInt64LE(0), acked: false, answering: null, endpoint };
+  releasing.set(lane, release);
+  try {
+    const done = await endpoint[kLaneCall](lane, null, waitMs) &&
+      await endpoint[kLaneCall](lane, header(Kind.Bye, release.token), waitMs) &&
+      await endpoint[kLaneWait](() => release.acked, waitMs) &&
+      (release.answering === null || await release.answering);
+    if (!done) {
+      debug('fast lane: %s did not release the lane in time', endpoint.peer);
+      return false;
+    }
+    lanePoolOf(endpoint.worker).release(lane);
+    return true;
+  } finally {
+    releasing.delete(lane);
+  }
+}
+
+/** The peer's side of a release: stop using `lane`, flush it, answer BYE_ACK, idle it. */
+async function answerBye(endpoint: Endpoint, lane: bigint, token: bigint): Promise<void> {
+  const done = await endpoint[kLaneCall](lane, null, LANE_RELEASE_WAIT_MS) &&
+    await endpoint[kLaneCall](lane, header(Kind.ByeAck, token), LANE_RELEASE_WAIT_MS);
+  if (done) lanePoolOf(endpoint.worker).release(lane);
+  else await endpoint[kRetireLane](lane);
 }
 
 // ---- The messages (inside worker progress) ----
@@ -241,9 +304,13 @@ export function onFastLaneMessage(message: AmMessage): void {
       const offer = offers.get(token);
       if (offer === undefined || replyHandle === 0n) return;
       offers.delete(token);
+      const pool = lanePoolOf(offer.endpoint.worker);
+      // The client's lane of an earlier connection (idle here too), or a new one UCX just made.
+      pool.adopt(replyHandle);
       const settle = offer.settle;
       if (settle === null) {
-        // Expired: the listener handed its endpoint out without a lane.
+        // Expired: the listener handed its endpoint out without a lane; the lane stays idle.
+        pool.release(replyHandle);
         queueMicrotask(() => void send(offer.endpoint, Kind.Nope, token));
         return;
       }
@@ -252,6 +319,28 @@ export function onFastLaneMessage(message: AmMessage): void {
         void send(offer.endpoint, Kind.Welcome, token);
         settle(true);
       });
+      return;
+    }
+    case Kind.Bye: {
+      if (replyHandle === 0n) return;
+      const mine = releasing.get(replyHandle);
+      if (mine !== undefined) {
+        // Both sides release at once: each answers the other, each waits for its answer.
+        mine.answering = new Promise<boolean>((resolve) => queueMicrotask(() => {
+          resolve(mine.endpoint[kLaneCall](replyHandle, header(Kind.ByeAck, token), LANE_RELEASE_WAIT_MS));
+        }));
+        return;
+      }
+      if (endpoint === null) return;
+      queueMicrotask(() => {
+        if (endpoint[kGiveUpLane](replyHandle)) void answerBye(endpoint, replyHandle, token);
+      });
+      return;
+    }
+    case Kind.ByeAck: {
+      const mine = releasing.get(replyHandle);
+      if (mine === undefined || mine.token !== token) return;
+      mine.acked = true;
       return;
     }
     case Kind.Decline: {

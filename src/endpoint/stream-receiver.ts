@@ -145,24 +145,6 @@ export class StreamReceiver {
   }
 
   /**
-   * The endpoint's stream moves to another ucp_ep (its fast lane is taken, or dropped): the read-ahead
-   * posted on the old one is left to it (nothing more comes there; UCX ends it when that ucp_ep closes,
-   * and anything it did get is stashed), and the next receive is posted on `openHandle()`'s.
-   */
-  retarget(): void {
-    const posted = this.#posted;
-    if (posted === null) return;
-    if (posted.entry !== null) throw new InvalidStateError('a stream receive is waiting: the stream cannot move');
-    this.#posted = null;
-    // A new read-ahead buffer: UCX may still write into the old one.
-    this.#ahead = null;
-    posted.ucxRequest[kOnSettle] = (status, length) => {
-      if (status === 0 && length > 0) this.#stashPush(copyOf(posted.target, length));
-    };
-    this.#pump();
-  }
-
-  /**
    * The endpoint is about to be closed in UCX: what UCX still holds (bytes that arrived after a receive
    * completed, when it could not post the next) goes to the stash before the close drops it.
    */

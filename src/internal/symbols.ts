@@ -118,6 +118,14 @@ export const kOpenLane: unique symbol = Symbol('ucxx-ts.openLane');
 export const kAdoptLane: unique symbol = Symbol('ucxx-ts.adoptLane');
 /** `endpoint[kDropLane]()`: a lane the server refused after all is closed; data stays on the PEER endpoint. */
 export const kDropLane: unique symbol = Symbol('ucxx-ts.dropLane');
+/** `endpoint[kLaneCall](lane, header, ms)`: a flush (header null) or a lane message on the raw ucp_ep `lane`, whatever the endpoint's state; resolves with whether it completed in time. */
+export const kLaneCall: unique symbol = Symbol('ucxx-ts.laneCall');
+/** `endpoint[kLaneWait](done, ms)`: progresses the worker until `done()` or `ms`; resolves with `done()`. */
+export const kLaneWait: unique symbol = Symbol('ucxx-ts.laneWait');
+/** `endpoint[kGiveUpLane](lane)`: the peer released the fast lane `lane`: the endpoint stops using it (true if it had it). */
+export const kGiveUpLane: unique symbol = Symbol('ucxx-ts.giveUpLane');
+/** `endpoint[kRetireLane](lane)`: closes the fast lane `lane` in UCX (no reuse), progressed for up to closeTimeout. */
+export const kRetireLane: unique symbol = Symbol('ucxx-ts.retireLane');
 /** `message[kReplyHandle]`: the raw ucp_ep_h UCX named as an active message's reply endpoint (0n: none). */
 export const kReplyHandle: unique symbol = Symbol('ucxx-ts.replyHandle');
 /** `worker[kLaneMapped](endpoint, ep, on)`: a fast lane's ucp_ep names its Endpoint as reply endpoint (or no more). */

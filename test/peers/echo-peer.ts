@@ -7,6 +7,7 @@
 import '../helpers/peer-errors.js';
 import { Context, type Endpoint } from 'ucxx-ts';
 import { pattern } from '../helpers/pattern.js';
+import { sharedMappings } from '../helpers/shared-mappings.js';
 
 process.on('disconnect', () => process.exit(3));
 const send = (message: object): void => {
@@ -132,6 +133,13 @@ process.on('message', (command: {
         send({ type: 'am-done', outcomes: await Promise.all(outcomes) });
         break;
       }
+      case 'shm-maps':
+        send({ type: 'shm-maps', count: sharedMappings() });
+        break;
+      case 'close-last':
+        await endpoints.at(-1)?.close();
+        send({ type: 'closed-last' });
+        break;
       case 'exit':
         listener.close();
         await context.close();
