@@ -348,6 +348,14 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
       return;
     }
     this.#pending.add(connRequest);
+    const id = clientId(connRequest);
+    if (id !== null && isUcxxTsClientId(id) && !sameWireRange(clientIdRelease(id), ucpVersion())) {
+      // Another release's request is refused here, inside the callback: UCX 1.13's listener aborted
+      // once (tcp_sockcm_ep.c:416, a send on a request neither accepted nor rejected) while such a
+      // request waited for a reject outside it.
+      this.#refuseRelease(connRequest, clientAddress(connRequest), clientIdRelease(id));
+      return;
+    }
     this.#worker[kDefer](() => this.#accept(connRequest));
   }
 
@@ -356,13 +364,6 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     // ucp_ep_create consumes the request: ask for the client's address before.
     const address = clientAddress(connRequest);
     const id = clientId(connRequest);
-    if (id !== null && isUcxxTsClientId(id) && !sameWireRange(clientIdRelease(id), ucpVersion())) {
-      // UCX reads another release's request as garbage: it mostly refuses it, but now and then creates an
-      // endpoint that fails at once (docs/ucx-1.20-bugs/cross_release_accept.c). Refuse such a client
-      // surely, and say why.
-      this.#refuseRelease(connRequest, address, clientIdRelease(id));
-      return;
-    }
     // A ucxx-ts client on this host may take a fast lane (it asks by waiting for the offer).
     const lane = this.#laneHint !== null && id !== null && isUcxxTsClientId(id) && answersLaneOffers(id) &&
       address !== null && isLocalIp(address.host);
@@ -390,7 +391,11 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     }
   }
 
-  /** Refuses a ucxx-ts client on a UCX release this one cannot read, and reports it as connectionError. */
+  /**
+   * Refuses a ucxx-ts client on a UCX release this one cannot read (UCX reads its request as garbage:
+   * mostly refused, now and then an endpoint that fails at once: docs/ucx-1.20-bugs/cross_release_accept.c),
+   * and reports it as connectionError, outside the callback.
+   */
   #refuseRelease(connRequest: bigint, address: SocketAddress | null, release: [number, number]): void {
     if (!this.#pending.delete(connRequest) || this.#handle === null) return;
     ucx().ucp_listener_reject(this.#handle, connRequest);
@@ -398,7 +403,9 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     const failure = new ConnectionAcceptError(`${this.#host}:${this.#port}`, client, UCS_ERR_REJECTED, ucpVersion().join('.'),
       `${release[0]}.${release[1]}`);
     debug('listener on :%d: %s', this.#port, failure.message);
-    if (this.listenerCount('connectionError') > 0) this.emit('connectionError', failure);
+    this.#worker[kDefer](() => {
+      if (this.listenerCount('connectionError') > 0) this.emit('connectionError', failure);
+    });
   }
 
   /** Accepts or refuses a connection request still pending. */
@@ -427,7 +434,7 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
       if (this.listenerCount('connectionError') > 0) this.emit('connectionError', failure);
       return;
     }
-    // Read from now on (a lane taken later moves the reading to it: StreamReceiver.retarget).
+    // Read from now on (stream bytes stay on the PEER endpoint when a lane is taken).
     if (this.#worker.context.features.includes('stream')) endpoint[kReadStreamAhead]();
     // Hand the endpoint out once its wireup is complete (UCX 1.13 has mishandled sends posted before
     // that), but hand it out whatever happens: a client that sent and closed at once still left its
