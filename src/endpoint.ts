@@ -55,7 +55,7 @@ import {
   kAdoptLane, kDropLane, kGiveUpLane, kLaneCall, kLaneMapped, kLaneWait, kOpenLane, kReservedAmId, kRetireLane,
 } from './internal/symbols.js';
 import { lanePoolOf } from './endpoint/lane-pool.js';
-import { LANE_RELEASE_WAIT_MS, releaseLane } from './endpoint/fast-lane.js';
+import { LANE_RELEASE_WAIT_MS, closeLaneBoth, releaseLane } from './endpoint/fast-lane.js';
 import { AM_ID_FAST_LANE } from './am-ids.js';
 import type { ReceiveOptions } from './worker.js';
 import { RemoteKey } from './remote-key.js';
@@ -582,15 +582,18 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     lanePoolOf(this.#worker).release(lane);
   }
 
-  /** @internal The peer released the lane: from now on this endpoint's operations go over #handle. */
-  [kGiveUpLane](lane: bigint): boolean {
-    if (this.#lane !== lane) return false;
+  /**
+   * @internal The peer released the lane: from now on this endpoint's operations go over #handle.
+   * Says whether operations of this endpoint are still in flight ('busy'; null: not this endpoint's lane).
+   */
+  [kGiveUpLane](lane: bigint): 'idle' | 'busy' | null {
+    if (this.#lane !== lane) return null;
     this.#lane = null;
     this.#worker[kLaneMapped](this, lane, false);
     // Keys unpacked on the lane are of no use on the PEER endpoint; the peer is closing anyway.
     for (const key of [...this.#keys]) key.close();
     debug('endpoint #%d to %s: the peer released the fast lane', this.#id, this.#peer);
-    return true;
+    return this.#watchdog.busy ? 'busy' : 'idle';
   }
 
   /** @internal A flush (`header` null) or a fast-lane message on `lane`, completed within `ms`. */
@@ -1523,8 +1526,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       if (lane !== null) {
         this.#lane = null;
         this.#worker[kLaneMapped](this, lane, false);
-        const released = !failed && await releaseLane(this, lane, Math.min(this.#closeTimeout, LANE_RELEASE_WAIT_MS));
-        if (!released) await this[kRetireLane](lane, failed);
+        // Operations still in flight (a rendezvous send nobody received) keep protocol state on the lane
+        // that only closing it fails, should the peer's worker go: such a lane is not reused.
+        const wait = Math.min(this.#closeTimeout, LANE_RELEASE_WAIT_MS);
+        if (failed) await this[kRetireLane](lane, true);
+        else if (busy) await closeLaneBoth(this, lane, wait);
+        else if (!await releaseLane(this, lane, wait)) await this[kRetireLane](lane);
       }
       // A failed endpoint not known to be in PEER mode (whose ids UCX looks up safely) may have sent
       // rendezvous messages the worker still holds: the worker keeps its ucp_ep while they last.

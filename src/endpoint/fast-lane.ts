@@ -24,12 +24,17 @@
  *
  *   closing side -> peer, the lane:  BYE token      (after a flush: nothing of it is still in flight)
  *   peer -> closing side, the lane:  BYE_ACK token  (the peer stopped using the lane and flushed it)
+ *   or:                              BYE_CLOSE token (the peer has operations in flight: both close the lane)
+ *
+ * A closing side with operations in flight sends BYE_CLOSE 0 instead of BYE, and both close the lane.
  *
  * Both idle the lane then: what either sent on it arrived before the other's BYE or BYE_ACK, so the
  * next connection on it sees nothing of the last one's. Stream bytes never take the lane: a stream
  * receive is always posted on an open endpoint, and UCX cannot cancel one, so it would take the next
- * connection's bytes. A lane whose endpoint failed, or whose peer does not answer BYE in time, is
- * closed in UCX instead (and held there until the worker goes).
+ * connection's bytes. A lane whose endpoint failed, whose peer does not answer BYE in time, or on
+ * which either side still has operations in flight is closed in UCX instead (held there until the
+ * worker goes): the protocol state of a rendezvous in flight (a receive of the peer's message) fails
+ * only when its ucp_ep closes, which an idle lane never does, should the peer's worker go.
  *
  * Every message is a 16-byte AM header, little-endian: u32 'ucxl', u8 version (1), u8 kind, u16 0,
  * u64 token; sent with UCP_AM_SEND_FLAG_REPLY so that the receiver knows the endpoint.
@@ -51,8 +56,8 @@ import { EndpointTimeoutError } from '../errors/index.js';
 const MAGIC = 0x6c786375; // 'ucxl'
 const VERSION = 1;
 const HEADER_BYTES = 16;
-const enum Kind { Offer = 1, Hello = 2, Welcome = 3, Decline = 4, Nope = 5, Bye = 6, ByeAck = 7 }
-const KIND_NAMES = ['', 'OFFER', 'HELLO', 'WELCOME', 'DECLINE', 'NOPE', 'BYE', 'BYE_ACK'];
+const enum Kind { Offer = 1, Hello = 2, Welcome = 3, Decline = 4, Nope = 5, Bye = 6, ByeAck = 7, ByeClose = 8 }
+const KIND_NAMES = ['', 'OFFER', 'HELLO', 'WELCOME', 'DECLINE', 'NOPE', 'BYE', 'BYE_ACK', 'BYE_CLOSE'];
 
 /** How long a listener waits for an offered client's HELLO or DECLINE before it hands out without a lane (ms). */
 export const OFFER_WAIT_MS = 2000;
@@ -231,6 +236,8 @@ export async function takeLane(endpoint: Endpoint, ownAddress: () => Uint8Array,
 interface Release {
   readonly token: bigint;
   acked: boolean;
+  /** The peer answered BYE_CLOSE: close the lane. */
+  refused: boolean;
   /** The BYE_ACK this side sends for the peer's own BYE (both sides closed at once), once sent. */
   answering: Promise<boolean> | null;
   readonly endpoint: Endpoint;
@@ -245,15 +252,15 @@ const releasing = new Map<bigint, Release>();
  * closes the lane in UCX).
  */
 export async function releaseLane(endpoint: Endpoint, lane: bigint, waitMs: number): Promise<boolean> {
-  const release: Release = { token: randomBytes(8).readBigUInt64LE(0), acked: false, answering: null, endpoint };
+  const release: Release = { token: randomBytes(8).readBigUInt64LE(0), acked: false, refused: false, answering: null, endpoint };
   releasing.set(lane, release);
   try {
     const done = await endpoint[kLaneCall](lane, null, waitMs) &&
       await endpoint[kLaneCall](lane, header(Kind.Bye, release.token), waitMs) &&
       await endpoint[kLaneWait](() => release.acked, waitMs) &&
       (release.answering === null || await release.answering);
-    if (!done) {
-      debug('fast lane: %s did not release the lane in time', endpoint.peer);
+    if (!done || release.refused) {
+      debug('fast lane: %s %s', endpoint.peer, done ? 'has operations in flight on the lane' : 'did not release the lane in time');
       return false;
     }
     lanePoolOf(endpoint.worker).release(lane);
@@ -263,8 +270,22 @@ export async function releaseLane(endpoint: Endpoint, lane: bigint, waitMs: numb
   }
 }
 
-/** The peer's side of a release: stop using `lane`, flush it, answer BYE_ACK, idle it. */
-async function answerBye(endpoint: Endpoint, lane: bigint, token: bigint): Promise<void> {
+/** The closing side, with operations in flight on `lane`: tells the peer to close its side, closes its own. */
+export async function closeLaneBoth(endpoint: Endpoint, lane: bigint, waitMs: number): Promise<void> {
+  await endpoint[kLaneCall](lane, header(Kind.ByeClose, 0n), waitMs);
+  await endpoint[kRetireLane](lane);
+}
+
+/**
+ * The peer's side of a release (`endpoint` stopped using `lane`): flush it, answer BYE_ACK and idle it;
+ * with operations of `endpoint` in flight, answer BYE_CLOSE and close it.
+ */
+async function answerBye(endpoint: Endpoint, lane: bigint, token: bigint, busy: boolean): Promise<void> {
+  if (busy) {
+    await endpoint[kLaneCall](lane, header(Kind.ByeClose, token), LANE_RELEASE_WAIT_MS);
+    await endpoint[kRetireLane](lane);
+    return;
+  }
   const done = await endpoint[kLaneCall](lane, null, LANE_RELEASE_WAIT_MS) &&
     await endpoint[kLaneCall](lane, header(Kind.ByeAck, token), LANE_RELEASE_WAIT_MS);
   if (done) lanePoolOf(endpoint.worker).release(lane);
@@ -333,7 +354,8 @@ export function onFastLaneMessage(message: AmMessage): void {
       }
       if (endpoint === null) return;
       queueMicrotask(() => {
-        if (endpoint[kGiveUpLane](replyHandle)) void answerBye(endpoint, replyHandle, token);
+        const state = endpoint[kGiveUpLane](replyHandle);
+        if (state !== null) void answerBye(endpoint, replyHandle, token, state === 'busy');
       });
       return;
     }
@@ -341,6 +363,20 @@ export function onFastLaneMessage(message: AmMessage): void {
       const mine = releasing.get(replyHandle);
       if (mine === undefined || mine.token !== token) return;
       mine.acked = true;
+      return;
+    }
+    case Kind.ByeClose: {
+      // The answer to this side's BYE, or the peer closing its side unasked (it had operations in flight).
+      const mine = releasing.get(replyHandle);
+      if (mine !== undefined) {
+        mine.refused = true;
+        mine.acked = true;
+        return;
+      }
+      if (endpoint === null) return;
+      queueMicrotask(() => {
+        if (endpoint[kGiveUpLane](replyHandle) !== null) void endpoint[kRetireLane](replyHandle);
+      });
       return;
     }
     case Kind.Decline: {
