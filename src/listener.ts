@@ -356,14 +356,14 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
       this.#refuseRelease(connRequest, clientAddress(connRequest), clientIdRelease(id));
       return;
     }
-    this.#worker[kDefer](() => this.#accept(connRequest));
+    this.#worker[kDefer](() => this.#accept(connRequest, id));
   }
 
-  #accept(connRequest: bigint): void {
+  /** `id`: the request's client id, read in the callback. */
+  #accept(connRequest: bigint, id: bigint | null): void {
     if (!this.#pending.has(connRequest) || this.#handle === null) return;
     // ucp_ep_create consumes the request: ask for the client's address before.
     const address = clientAddress(connRequest);
-    const id = clientId(connRequest);
     // A ucxx-ts client on this host may take a fast lane (it asks by waiting for the offer).
     const lane = this.#laneHint !== null && id !== null && isUcxxTsClientId(id) && answersLaneOffers(id) &&
       address !== null && isLocalIp(address.host);

@@ -9,6 +9,8 @@
  * peer worker as it had connections to that worker open at once.
  */
 
+const keyOf = (address: Uint8Array): string => Buffer.from(address.buffer, address.byteOffset, address.byteLength).toString('hex');
+
 export class LanePool {
   /** Idle lanes this worker opened, by the peer worker's address (hex). */
   readonly #idle = new Map<string, bigint[]>();
@@ -19,7 +21,7 @@ export class LanePool {
 
   /** An idle lane this worker opened to the worker at `address`, now in use; null when there is none. */
   take(address: Uint8Array): bigint | null {
-    const key = Buffer.from(address.buffer, address.byteOffset, address.byteLength).toString('hex');
+    const key = keyOf(address);
     const idle = this.#idle.get(key);
     const lane = idle?.pop();
     if (idle !== undefined && idle.length === 0) this.#idle.delete(key);
@@ -28,7 +30,7 @@ export class LanePool {
 
   /** A lane this worker just opened to the worker at `address` (in use). */
   opened(lane: bigint, address: Uint8Array): void {
-    this.#addressOf.set(lane, Buffer.from(address.buffer, address.byteOffset, address.byteLength).toString('hex'));
+    this.#addressOf.set(lane, keyOf(address));
   }
 
   /** A lane no connection uses any more: idle, for the next connection between the same workers. */
@@ -48,13 +50,6 @@ export class LanePool {
     return this.#parked.delete(lane);
   }
 
-  /** Whether `lane` is idle here. */
-  isIdle(lane: bigint): boolean {
-    if (this.#parked.has(lane)) return true;
-    const key = this.#addressOf.get(lane);
-    return key !== undefined && this.#idle.get(key)?.includes(lane) === true;
-  }
-
   /** A lane closed in UCX (after a failure, or a release its peer did not answer): never used again. */
   retire(lane: bigint): void {
     this.#parked.delete(lane);
@@ -66,13 +61,6 @@ export class LanePool {
     const at = idle.indexOf(lane);
     if (at >= 0) idle.splice(at, 1);
     if (idle.length === 0) this.#idle.delete(key);
-  }
-
-  /** How many lanes are idle. */
-  get idleCount(): number {
-    let count = this.#parked.size;
-    for (const idle of this.#idle.values()) count += idle.length;
-    return count;
   }
 }
 
