@@ -28,13 +28,15 @@ import { ClosedError } from './errors/index.js';
 import { Request, ResultKind } from './request.js';
 import { requestOperation } from './engine/operations.js';
 import { SlotTable } from './internal/slot-table.js';
-import { asBytes, type BufferSource, show } from './internal/bytes.js';
-import { kComplete, kEndpointByHandle, kReply, kReplyHandle, kRequests, kUpdateBusy } from './internal/symbols.js';
+import { asBytes, type BufferSource, optionsObject, show } from './internal/bytes.js';
+import {
+  kBindSignal, kComplete, kDetachable, kEndpointByHandle, kReply, kReplyHandle, kRequests, kUpdateBusy,
+} from './internal/symbols.js';
 import type { Endpoint } from './endpoint.js';
 import { onStreamEndMessage } from './endpoint/stream-end.js';
 import { onFastLaneMessage } from './endpoint/fast-lane.js';
 import { AM_ID_FAST_LANE, AM_ID_MAX, AM_ID_STREAM_END } from './am-ids.js';
-import type { Worker } from './worker.js';
+import type { ReceiveOptions, Worker } from './worker.js';
 import {
   InvalidArgumentError, ArgumentOutOfRangeError, InvalidStateError, INTERNAL, checkConstructorToken,
 } from './errors/misuse.js';
@@ -191,18 +193,21 @@ export class AmMessage {
   /**
    * The payload. Eager: at once (copied into `buffer` when given). Rendezvous: fetched from the sender
    * into `buffer` (or a new one), exactly once; an InvalidStateError after it was received, rejected or released.
-   * A `buffer` smaller than `length` is a RangeError.
+   * A `buffer` smaller than `length` is a RangeError. Aborting `options.signal` rejects a fetch still
+   * under way with CanceledError at once (a sender that went away without failing the connection
+   * never sends the data); the message is dropped.
    *
    * @example
    * ```ts
    * for await (const msg of worker.amMessages(3)) {
-   *   const data = await msg.receive();       // eager: a copy at once; rendezvous: fetched from the sender
+   *   const data = await msg.receive(undefined, { signal: AbortSignal.timeout(5000) });
    *   console.log(msg.header, data.byteLength);
    * }
    * ```
    */
   @requestOperation
-  receive(buffer?: BufferSource): Request<Uint8Array> {
+  receive(buffer?: BufferSource, options: ReceiveOptions = {}): Request<Uint8Array> {
+    const signal = optionsObject(options, 'AM receive options').signal;
     const target = buffer === undefined ? null : asBytes(buffer, 'AM receive buffer');
     if (target !== null && target.byteLength < this.length) {
       throw new ArgumentOutOfRangeError(`the AM receive buffer has ${target.byteLength} bytes, the message ${this.length}`);
@@ -235,6 +240,11 @@ export class AmMessage {
     // Completed at once means the whole payload is in `destination`.
     requests.track(request, block, ucx().ucp_am_recv_data_nbx(this.#workerHandle, descriptor, destination, this.length, block.address), this.length);
     if (memh !== null) requests.ownMemh?.unmapAfter(request, memh);
+    if (!request.completed) {
+      // UCX cannot cancel a data fetch: an abort rejects it at once and UCX keeps `destination` until it lets go.
+      request[kDetachable] = true;
+      request[kBindSignal](signal);
+    }
     return request;
   }
 

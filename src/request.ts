@@ -273,11 +273,13 @@ export class Request<T = void> implements PromiseLike<T> {
   }
 
   /**
-   * Cancels the operation: it rejects with `CanceledError` at once. Receives are cancelled in UCX
-   * (`ucp_request_cancel`; a receive that already matched a message completes instead). UCX 1.13 cannot
-   * cancel sends, RMA, atomics or flush: those settle as cancelled at once, and UCX finishes them in
-   * the background (or drops them when the endpoint closes). Their buffers stay referenced until then,
-   * and the operation may still take effect at the peer: do not reuse a memGet destination or an atomic
+   * Cancels the operation: it rejects with `CanceledError` at once. A receive that has not matched a
+   * message is cancelled in UCX (`ucp_request_cancel`). One that matched (its data still coming: a
+   * rendezvous, an AM `receive()`, a probed message) and sends, RMA, atomics and flush cannot be
+   * cancelled in UCX 1.13: those settle as cancelled at once, UCX finishes them in the background (or
+   * drops them when the endpoint closes), and the matched message is dropped. Their buffers stay
+   * referenced until then, and UCX may still write into a receive buffer or take effect at the peer:
+   * do not reuse a receive buffer, a memGet destination or an atomic
    * target for something else before a later flush. No effect on a completed request.
    *
    * @example
@@ -483,6 +485,10 @@ export class Request<T = void> implements PromiseLike<T> {
       if (this[kUcxRequest] !== null || this[kCancelFallback] !== null) this.cancel();
       else this[kFail](abortError(this[kWhat], signal.reason));
     };
+    if (signal.aborted) {
+      onAbort();
+      return;
+    }
     signal.addEventListener('abort', onAbort, { once: true });
     this[kUnbind] = () => signal.removeEventListener('abort', onAbort);
   }

@@ -67,8 +67,11 @@ export interface TagProbeResult {
   readonly length: number;
   /** The sender's tag. */
   readonly senderTag: bigint;
-  /** With `remove: true`: receives the message (exactly once); null otherwise. */
-  readonly receive: ((buffer: BufferSource) => Request<TagRecvInfo>) | null;
+  /**
+   * With `remove: true`: receives the message (exactly once); null otherwise. Aborting `signal` rejects
+   * it at once with CanceledError, and the message is dropped (UCX may still write into `buffer`).
+   */
+  readonly receive: ((buffer: BufferSource, options?: ReceiveOptions) => Request<TagRecvInfo>) | null;
 }
 
 /** Options of `context.createWorker()`. */
@@ -446,6 +449,9 @@ export class Worker {
     requests.track(request, block, ucx().ucp_tag_recv_nbx(handle, data as Buffer, count, t, m, block.address));
     if (memh !== null) requests.ownMemh?.unmapAfter(request, memh);
     if (!request.completed) {
+      // A receive that matched a message whose data never comes (its sender gone without failing the
+      // connection) cannot be cancelled in UCX: it rejects at once and UCX keeps the buffer until it lets go.
+      request[kDetachable] = true;
       group?.add(request);
       request[kBindSignal](signal);
     }
@@ -521,10 +527,10 @@ export class Worker {
     return {
       length,
       senderTag,
-      receive: (buffer: BufferSource) => {
+      receive: (buffer: BufferSource, options: ReceiveOptions = {}) => {
         if (received) return failedRequest('tagRecv (probed)', new InvalidStateError('this probed message was already received'));
         try {
-          const request = this.#receiveProbed(message, buffer);
+          const request = this.#receiveProbed(message, buffer, optionsObject(options, 'tagRecv (probed) options').signal);
           received = true;
           return request;
         } catch (err) {
@@ -534,13 +540,19 @@ export class Worker {
     };
   }
 
-  #receiveProbed(message: bigint, buffer: BufferSource): Request<TagRecvInfo> {
+  #receiveProbed(message: bigint, buffer: BufferSource, signal: AbortSignal | undefined): Request<TagRecvInfo> {
     const handle = this[kLive]('Worker');
     const count = byteLengthOf(buffer, 'tag message buffer');
     const requests = this[kRequests];
     const block = requests.params.tagRecv;
     const request = requests.open<TagRecvInfo>(block, ResultKind.TagInfo, 'tagRecv (probed)', buffer);
-    return requests.track(request, block, ucx().ucp_tag_msg_recv_nbx(handle, ffiMemory(buffer), count, message, block.address));
+    requests.track(request, block, ucx().ucp_tag_msg_recv_nbx(handle, ffiMemory(buffer), count, message, block.address));
+    if (!request.completed) {
+      // Matched already, so UCX cannot cancel it (see kTagRecv).
+      request[kDetachable] = true;
+      request[kBindSignal](signal);
+    }
+    return request;
   }
 
   /**
