@@ -149,7 +149,7 @@ for (const test of PERF_TESTS.values()) {
 
 // PEER error handling (ucxx's default, and ucxx-ts's 'auto' from UCX 1.19 on) against ucx_perftest -e:
 // TEST:peer at 8 B (latency) and 1 MiB (bandwidth). The rows without :peer are NONE mode on both sides.
-for (const name of ['tag_lat', 'put_lat', 'tag_bw', 'put_bw'] as const) {
+for (const name of ['tag_lat', 'put_lat', 'tag_bw', 'put_bw', 'stream_bw'] as const) {
   const spec = TESTS[name] as TestSpec;
   const c = spec.c === null ? null : { ...spec.c, extra: [...(spec.c.extra ?? []), '-e'] };
   TESTS[`${name}:peer`] = {
@@ -162,7 +162,7 @@ for (const name of ['tag_lat', 'put_lat', 'tag_bw', 'put_bw'] as const) {
 // The fast lane (ucxx-ts's default between two ucxx-ts processes on one host from UCX 1.19 on: PEER
 // mode, data over shared memory) against ucx_perftest in NONE mode, the speed it is meant to reach:
 // TEST:lane at 8 B (latency) and 1 MiB (bandwidth).
-for (const name of ['tag_lat', 'put_lat', 'tag_bw', 'put_bw'] as const) {
+for (const name of ['tag_lat', 'put_lat', 'tag_bw', 'put_bw', 'stream_bw'] as const) {
   const spec = TESTS[name] as TestSpec;
   TESTS[`${name}:lane`] = {
     ...spec, net: null, noNet: 'net has no error-handling mode (see the rows without :lane)',

@@ -52,7 +52,7 @@ import { featureMismatchHint } from './internal/hints.js';
 import { parseEndpointInfo, type EndpointTransport } from './internal/endpoint-info.js';
 import { checkAmId } from './active-message.js';
 import {
-  kAdoptLane, kDropLane, kGiveUpLane, kLaneCall, kLaneMapped, kLaneWait, kOpenLane, kReservedAmId, kRetireLane,
+  kAdoptLane, kDrainLane, kDropLane, kGiveUpLane, kLaneStreamWait, kPullStream, kStreamReady, kLaneCall, kLaneMapped, kLaneWait, kOpenLane, kReservedAmId, kRetireLane,
 } from './internal/symbols.js';
 import { lanePoolOf } from './endpoint/lane-pool.js';
 import { LANE_RELEASE_WAIT_MS, closeLaneBoth, releaseLane } from './endpoint/fast-lane.js';
@@ -287,6 +287,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       worker,
       openHandle: () => (this.#state === 'open' ? this.#handle : null),
       stashed: () => worker[kStreamStashed](this),
+      laneHandle: () => this.#lane,
+      laneWaiting: (waiting) => worker[kLaneStreamWait](this, waiting),
     });
     this.#peer = peer;
     this.#remote = remote === null ? undefined : Object.freeze({ host: remote.host, port: remote.port });
@@ -580,6 +582,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#lane = null;
     this.#worker[kLaneMapped](this, lane, false);
     lanePoolOf(this.#worker).release(lane);
+    this.#stream.laneGone();
   }
 
   /**
@@ -588,12 +591,30 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    */
   [kGiveUpLane](lane: bigint): 'idle' | 'busy' | null {
     if (this.#lane !== lane) return null;
+    // The peer flushed the lane before it said BYE: every byte it sent there is here.
+    this.#stream.drain(lane);
     this.#lane = null;
+    this.#stream.laneGone();
     this.#worker[kLaneMapped](this, lane, false);
     // Keys unpacked on the lane are of no use on the PEER endpoint; the peer is closing anyway.
     for (const key of [...this.#keys]) key.close();
     debug('endpoint #%d to %s: the peer released the fast lane', this.#id, this.#peer);
     return this.#watchdog.busy ? 'busy' : 'idle';
+  }
+
+  /** @internal Stream bytes UCX holds on `lane` go to the stash: before the lane idles or closes. */
+  [kDrainLane](lane: bigint): void {
+    this.#stream.drain(lane);
+  }
+
+  /** @internal Whether stream bytes wait to be taken (streamReadyEndpoints), the lane's included. */
+  [kStreamReady](): boolean {
+    return this.#stream.hasBytes();
+  }
+
+  /** @internal Takes the stream bytes UCX holds on the lane (the worker's, after progress). */
+  [kPullStream](): void {
+    this.#stream.pullLane();
   }
 
   /** @internal A flush (`header` null) or a fast-lane message on `lane`, completed within `ms`. */
@@ -628,6 +649,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   async [kRetireLane](lane: bigint, failed = false): Promise<void> {
     lanePoolOf(this.#worker).retire(lane);
     if (this.#worker[kHandle] === null) return;
+    this.#stream.drain(lane);
     const requests = this.#worker[kRequests];
     const block = requests.params.close;
     block.setFlags(0);
@@ -851,9 +873,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    */
   @requestOperation
   streamSend(buffer: BufferSource, options?: OperationOptions): Request<void> {
-    this[kLive]('streamSend');
-    // Stream bytes never take the fast lane (endpoint/fast-lane.ts says why).
-    const ep = this.#handle as bigint;
+    const ep = this[kLive]('streamSend');
     const count = byteLengthOf(buffer, 'streamSend buffer');
     // Nothing to send, and an empty stream message makes a UCX 1.13 receiver assert (stream_recv.c:442;
     // docs/ucx-1.13-bugs/stream_empty_message.c): complete at once.
@@ -1526,6 +1546,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       if (lane !== null) {
         this.#lane = null;
         this.#worker[kLaneMapped](this, lane, false);
+        this.#stream.laneGone();
         // Operations still in flight (a rendezvous send nobody received) keep protocol state on the lane
         // that only closing it fails, should the peer's worker go: such a lane is not reused.
         const wait = Math.min(this.#closeTimeout, LANE_RELEASE_WAIT_MS);

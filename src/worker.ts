@@ -24,7 +24,7 @@ import { failedRequest, requestOperation } from './engine/operations.js';
 import type { ParamBlock } from './engine/param-blocks.js';
 import {
   kAbandon, kAborted, kBindSignal, kCloseWithin, kFail, kCreate, kDefer, kDetachable, kEndpointByHandle, kEndpointRef,
-  kEndpointClosed, kEndpointOpened, kLaneMapped, kForceCloseAtExit, kHandle, kHold, kListenerClosed, kLive,
+  kEndpointClosed, kEndpointOpened, kLaneMapped, kLaneStreamWait, kPullStream, kStreamReady, kForceCloseAtExit, kHandle, kHold, kListenerClosed, kLive,
   kMaxAmHeader, kParkIfHeld, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kStreamStashed, kTagRecv,
   kTeardownAtExit, kUcxRequest, kUpdateBusy, kWorkerClosed,
 } from './internal/symbols.js';
@@ -189,6 +189,7 @@ export class Worker {
         this.#handle as bigint, mode, wakeup, () => {
           this.#runDeferred();
           if (this.#probes.size !== 0) this.#probes.check();
+          if (this.#laneStreams.size !== 0) for (const endpoint of this.#laneStreams) endpoint[kPullStream]();
         }, () => requests.inflightCount > 0,
         busyPollUs,
       );
@@ -1068,13 +1069,32 @@ export class Worker {
 
   /** @internal A fast lane's ucp_ep maps to its Endpoint (`on`), or no longer. */
   [kLaneMapped](endpoint: Endpoint, handle: bigint, on: boolean): void {
-    if (on) this.#endpointsByHandle.set(handle, endpoint);
-    else if (this.#endpointsByHandle.get(handle) === endpoint) this.#endpointsByHandle.delete(handle);
+    if (on) {
+      this.#endpointsByHandle.set(handle, endpoint);
+      this.#laneEndpoints.add(endpoint);
+    } else {
+      if (this.#endpointsByHandle.get(handle) === endpoint) this.#endpointsByHandle.delete(handle);
+      this.#laneEndpoints.delete(endpoint);
+    }
   }
+
+  /** Endpoints with a fast lane: ucp_stream_worker_poll does not report the ucp_ep UCX made for a peer's lane. */
+  readonly #laneEndpoints = new Set<Endpoint>();
 
   /** @internal The Endpoint object for a ucp_ep_h of this worker, if it is one of ours. */
   [kEndpointByHandle](handle: bigint): Endpoint | undefined {
     return this.#endpointsByHandle.get(handle);
+  }
+
+  /** Endpoints whose stream receives wait for bytes of their fast lane: pulled after each progress. */
+  readonly #laneStreams = new Set<Endpoint>();
+
+  /** @internal Stream receives of `endpoint` start or stop waiting on its fast lane; the worker stays awake meanwhile. */
+  [kLaneStreamWait](endpoint: Endpoint, waiting: boolean): void {
+    if (waiting === this.#laneStreams.has(endpoint)) return;
+    if (waiting) this.#laneStreams.add(endpoint);
+    else this.#laneStreams.delete(endpoint);
+    this[kHold](waiting ? 1 : -1);
   }
 
   /** @internal An endpoint's stream receiver stashed bytes. */
@@ -1127,8 +1147,12 @@ export class Worker {
       if (endpoint !== undefined) ready.push(endpoint);
     }
     for (const endpoint of this.#streamStashed) {
-      if (endpoint.streamBufferedBytes === 0) this.#streamStashed.delete(endpoint);
+      if (!endpoint[kStreamReady]()) this.#streamStashed.delete(endpoint);
       else if (!ready.includes(endpoint)) ready.push(endpoint);
+    }
+    // UCX keeps the lane's bytes, and its poll leaves out the ucp_ep it made for a peer's lane.
+    for (const endpoint of this.#laneEndpoints) {
+      if (!ready.includes(endpoint) && endpoint[kStreamReady]()) ready.push(endpoint);
     }
     return ready;
   }

@@ -7,6 +7,7 @@
  */
 import { after, before, describe, test } from 'node:test';
 import { strict as assert } from 'node:assert';
+import { readFileSync } from 'node:fs';
 import { Context, UcxError, createRemoteKeyFromSerialized, getDefaultErrorHandling, type AmMessage, type Endpoint, type EndpointOptions, type Worker } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
 import { firstMismatch, pattern } from './helpers/pattern.js';
@@ -121,7 +122,7 @@ describe('the fast lane', () => {
         })(), 5000, 'the AM echo');
         assert.deepEqual([...reply.header], [i]);
         assert.equal(firstMismatch(reply.data ?? new Uint8Array(0), pattern(i, 100)), -1);
-        // Stream bytes (over the PEER endpoint) echoed by this connection's peer Endpoint.
+        // Stream bytes (over the lane) echoed by this connection's peer Endpoint.
         const data = pattern(1000 + i, 4096);
         const back = new Uint8Array(data.length);
         const receive = endpoint.streamRecv(back, { waitAll: true });
@@ -143,6 +144,90 @@ describe('the fast lane', () => {
     } finally {
       worker.setAmHandler(2, null);
       assert.equal(await peer.stop(), 0, peer.stderr);
+    }
+  });
+
+  test('stream bytes take the lane: 16 MiB echoed moves next to nothing over IP (all of it over TCP without the lane)', async () => {
+    // The IP layer's byte count of this network namespace (loopback included); shared memory and CMA
+    // are not in it. Other traffic of the machine only adds to it.
+    const ipBytes = (): number => {
+      const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n').filter((line) => line.startsWith('IpExt:'));
+      const names = (lines[0] ?? '').trim().split(/\s+/);
+      return Number((lines[1] ?? '').trim().split(/\s+/)[names.indexOf('OutOctets')]);
+    };
+    const size = 16 << 20;
+    for (const fastLane of [true, false]) {
+      const peer = Peer.start('echo-peer');
+      try {
+        const { port } = await peer.next('ready');
+        const endpoint = await worker.connect('127.0.0.1', port as number, { errorHandling: 'peer', fastLane });
+        assert.equal(endpoint.fastLane, fastLane);
+        const data = pattern(fastLane ? 11 : 12, size);
+        const back = new Uint8Array(size);
+        const before = ipBytes();
+        const receive = endpoint.streamRecv(back, { waitAll: true });
+        for (let offset = 0; offset < size; offset += 1 << 20) endpoint.streamSend(data.subarray(offset, offset + (1 << 20)));
+        assert.equal(await receive, size);
+        const moved = ipBytes() - before;
+        assert.equal(firstMismatch(back, data), -1);
+        if (fastLane) assert.ok(moved < 4 << 20, `${moved} bytes over IP while 16 MiB went each way over the lane`);
+        else assert.ok(moved >= 2 * size, `${moved} bytes over IP while 16 MiB went each way over TCP`);
+        await endpoint.close();
+      } finally {
+        assert.equal(await peer.stop(), 0, peer.stderr);
+      }
+    }
+  });
+
+  test('stream bytes sent right before a close reach the peer, and the next connection on the reused lane gets none of them (either side closing, sends completed or not)', async () => {
+    // Two workers of this process: the lane between them is reused as between two processes.
+    const serverContext = new Context();
+    const server = serverContext.createWorker();
+    const accepted: Endpoint[] = [];
+    const listener = server.listen({ host: '127.0.0.1', port: 0 }, (endpoint) => accepted.push(endpoint));
+    const nextAccepted = (): Promise<Endpoint> => within((async () => {
+      while (accepted.length === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+      return accepted.shift() as Endpoint;
+    })(), 5000, 'the accepted endpoint');
+    try {
+      for (let round = 0; round < 6; round++) {
+        const client = await worker.connect('127.0.0.1', listener.port, { errorHandling: 'peer' });
+        const served = await nextAccepted();
+        assert.equal(client.fastLane, true);
+        assert.equal(served.fastLane, true);
+        const [sender, receiver] = round % 2 === 0 ? [client, served] : [served, client];
+        // 40 pieces of 1-100 KiB, then the sender closes: after they completed (the lane is released
+        // and idles), or at once (sends in flight: the lane is closed on both sides).
+        const pieces = Array.from({ length: 40 }, (_, i) => pattern(round * 100 + i, 1024 * (1 + ((i * 37) % 100))));
+        const total = pieces.reduce((sum, piece) => sum + piece.byteLength, 0);
+        const sends = pieces.map((piece) => sender.streamSend(piece).promise);
+        if (round < 4) await Promise.all(sends);
+        else for (const send of sends) send.catch(() => undefined);
+        // Nothing is received before the close is done: the bytes wait on the lane while it is released.
+        await sender.close();
+        const back = new Uint8Array(total);
+        assert.equal(await within(receiver.streamRecv(back, { waitAll: true }).promise, 10_000, 'the stream before the close'), total);
+        let offset = 0;
+        for (const piece of pieces) {
+          assert.equal(firstMismatch(back.subarray(offset, offset + piece.byteLength), piece), -1, `round ${round}: piece at ${offset}`);
+          offset += piece.byteLength;
+        }
+        await receiver.close();
+        // The next connection takes the same lane: only its own bytes arrive.
+        const again = await worker.connect('127.0.0.1', listener.port, { errorHandling: 'peer' });
+        const peerAgain = await nextAccepted();
+        assert.equal(again.fastLane, true);
+        const hello = pattern(round + 7000, 100);
+        await again.streamSend(hello);
+        const first = new Uint8Array(200);
+        const n = await peerAgain.streamRecv(first);
+        assert.equal(firstMismatch(first.subarray(0, n), hello.subarray(0, n)), -1, 'the next connection starts with its own bytes');
+        await again.close();
+        await peerAgain.close();
+      }
+    } finally {
+      listener.close();
+      await serverContext.close();
     }
   });
 

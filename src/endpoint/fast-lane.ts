@@ -29,12 +29,14 @@
  * A closing side with operations in flight sends BYE_CLOSE 0 instead of BYE, and both close the lane.
  *
  * Both idle the lane then: what either sent on it arrived before the other's BYE or BYE_ACK, so the
- * next connection on it sees nothing of the last one's. Stream bytes never take the lane: a stream
- * receive is always posted on an open endpoint, and UCX cannot cancel one, so it would take the next
- * connection's bytes. A lane whose endpoint failed, whose peer does not answer BYE in time, or on
- * which either side still has operations in flight is closed in UCX instead (held there until the
- * worker goes): the protocol state of a rendezvous in flight (a receive of the peer's message) fails
- * only when its ucp_ep closes, which an idle lane never does, should the peer's worker go.
+ * next connection on it sees nothing of the last one's. Stream bytes take the lane too, but no stream
+ * receive is ever posted on it (UCX cannot cancel one, and it would take the next connection's bytes):
+ * the endpoint pulls what UCX holds there (endpoint/stream-receiver.ts), and each side moves what is
+ * left into its endpoint's stash before the lane idles. A lane whose endpoint failed, whose peer does
+ * not answer BYE in time, or on which either side still has operations in flight is closed in UCX
+ * instead (held there until the worker goes): the protocol state of a rendezvous in flight (a receive
+ * of the peer's message) fails only when its ucp_ep closes, which an idle lane never does, should the
+ * peer's worker go.
  *
  * Every message is a 16-byte AM header, little-endian: u32 'ucxl', u8 version (1), u8 kind, u16 0,
  * u64 token; sent with UCP_AM_SEND_FLAG_REPLY so that the receiver knows the endpoint.
@@ -47,7 +49,7 @@ import { AM_ID_FAST_LANE } from '../am-ids.js';
 import type { Endpoint } from '../endpoint.js';
 import { debug } from '../internal/debug-log.js';
 import {
-  kAdoptLane, kDropLane, kGiveUpLane, kLaneCall, kLaneWait, kOpenLane, kReplyHandle, kReservedAmId, kRetireLane,
+  kAdoptLane, kDrainLane, kDropLane, kGiveUpLane, kLaneCall, kLaneWait, kOpenLane, kReplyHandle, kReservedAmId, kRetireLane,
 } from '../internal/symbols.js';
 import { lanePoolOf } from './lane-pool.js';
 import { validateWorkerAddress } from '../internal/worker-address.js';
@@ -263,6 +265,7 @@ export async function releaseLane(endpoint: Endpoint, lane: bigint, waitMs: numb
       debug('fast lane: %s %s', endpoint.peer, done ? 'has operations in flight on the lane' : 'did not release the lane in time');
       return false;
     }
+    endpoint[kDrainLane](lane);
     lanePoolOf(endpoint.worker).release(lane);
     return true;
   } finally {
@@ -288,8 +291,10 @@ async function answerBye(endpoint: Endpoint, lane: bigint, token: bigint, busy: 
   }
   const done = await endpoint[kLaneCall](lane, null, LANE_RELEASE_WAIT_MS) &&
     await endpoint[kLaneCall](lane, header(Kind.ByeAck, token), LANE_RELEASE_WAIT_MS);
-  if (done) lanePoolOf(endpoint.worker).release(lane);
-  else await endpoint[kRetireLane](lane);
+  if (done) {
+    endpoint[kDrainLane](lane);
+    lanePoolOf(endpoint.worker).release(lane);
+  } else await endpoint[kRetireLane](lane);
 }
 
 // ---- The messages (inside worker progress) ----

@@ -9,6 +9,13 @@
  *
  * Stashed bytes are views of read-ahead buffers that are never written again once handed out, so
  * `takeChunk` (streamChunks, the Duplex) gives them away without copying.
+ *
+ * On an endpoint whose data takes the fast lane (endpoint/fast-lane.ts) no receive is ever posted on
+ * the lane: it could not be cancelled, and the lane's next connection would get its bytes. UCX keeps
+ * what arrives there (the lane is never closed under it) and the receiver pulls it
+ * (`ucp_stream_recv_data_nb`, one copy into the receive's buffer): when a receive is made, after each
+ * progress while one waits (the worker pulls its waiting lane endpoints), when the application looks
+ * (`bufferedBytes`, chunks, `takeAvailable`), and into the stash before the lane is released.
  */
 import { CONSTANTS, UCS_INPROGRESS, addressOf, copyFromMemory, copyIntoRegion, statusOfPtr, ucx } from '../ffi/index.js';
 import { InvalidStateError } from '../errors/misuse.js';
@@ -58,6 +65,14 @@ function copyOf(bytes: Uint8Array, length: number): Uint8Array {
   return copy;
 }
 
+/** A stream descriptor UCX handed out for the lane (ucp_stream_recv_data_nb), `used` bytes of it taken. */
+interface HeldDescriptor {
+  readonly lane: bigint;
+  readonly data: bigint;
+  readonly length: number;
+  used: number;
+}
+
 /** What the receiver needs from its endpoint. */
 export interface StreamReceiverHost {
   readonly worker: StreamServices;
@@ -65,6 +80,10 @@ export interface StreamReceiverHost {
   openHandle(): bigint | null;
   /** Bytes went into the stash (the worker's `streamReadyEndpoints` reports the endpoint). */
   stashed(): void;
+  /** The fast lane's ucp_ep while the endpoint's data takes it; null otherwise. */
+  laneHandle(): bigint | null;
+  /** Receives start (true) or stop (false) waiting for bytes of the lane: the worker pulls it meanwhile. */
+  laneWaiting(waiting: boolean): void;
 }
 
 export class StreamReceiver {
@@ -85,6 +104,13 @@ export class StreamReceiver {
   #failed = false;
   /** The endpoint closed and UCX let go: what the stash holds is all there will be. */
   #ended = false;
+  /** Whether the host was told that receives wait on the lane. */
+  #laneWaiting = false;
+  /**
+   * A descriptor taken from the lane and not yet given back (its first `used` bytes taken): the lane's
+   * bytes that come first. Held to tell that bytes are there without copying them (#hold).
+   */
+  #held: HeldDescriptor | null = null;
   /** Called (inside progress) when bytes reach the stash while nobody waits for them. */
   onArrival: (() => void) | null = null;
 
@@ -92,8 +118,9 @@ export class StreamReceiver {
     this.#host = host;
   }
 
-  /** Stash bytes waiting for the next receive. */
+  /** Stash bytes waiting for the next receive (the lane's included). */
   get bufferedBytes(): number {
+    this.pullLane();
     return this.#stashed;
   }
 
@@ -114,6 +141,7 @@ export class StreamReceiver {
    * else when some arrive. Resolves with an empty array once the stream has ended.
    */
   recvChunk(max: number, signal: AbortSignal | undefined): Request<Uint8Array> {
+    this.pullLane();
     const request = new Request<Uint8Array>(INTERNAL, null, ResultKind.Bytes, 'streamChunks', null);
     if (this.#entries.length === 0 && (this.#stashed > 0 || this.#ended)) {
       request[kReply] = this.#ended && this.#stashed === 0 ? EMPTY : this.#takeView(max);
@@ -126,6 +154,7 @@ export class StreamReceiver {
 
   /** Up to `max` stashed bytes without copying, or null when the stash is empty or a receive waits. */
   takeChunk(max: number): Uint8Array | null {
+    this.pullLane();
     if (this.#stashed === 0 || this.#entries.length > 0) return null;
     return this.#takeView(max);
   }
@@ -149,6 +178,11 @@ export class StreamReceiver {
    * completed, when it could not post the next) goes to the stash before the close drops it.
    */
   drain(handle: bigint): void {
+    const held = this.#held;
+    if (held !== null && held.lane === handle) {
+      this.#stashPush(copyFromMemory(held.data + BigInt(held.used), held.length - held.used));
+      this.#consumed(held.length - held.used);
+    }
     const api = ucx();
     const lengthOut = this.#host.worker[kRequests].params.streamLength;
     for (;;) {
@@ -169,6 +203,7 @@ export class StreamReceiver {
   closed(reason: Error): void {
     this.#ended = true;
     this.#serveFromStash();
+    this.#syncLaneWait(false);
     for (const entry of this.#entries.splice(0)) {
       if (entry.bytes === null) {
         entry.request[kReply] = EMPTY;
@@ -190,6 +225,7 @@ export class StreamReceiver {
     request[kCancelFallback] = () => {
       const i = this.#entries.indexOf(entry);
       if (i >= 0) this.#entries.splice(i, 1);
+      this.#syncLaneWait(true);
       // Bytes of a waitAll receive served so far are the stream's (they came before anything stashed).
       if (entry.bytes !== null && entry.served > 0) this.#unshift(copyOf(entry.bytes, entry.served));
       request[kAbandon]('canceled');
@@ -208,6 +244,7 @@ export class StreamReceiver {
     // Nobody waits on the read-ahead any more: it no longer keeps the worker busy or the process alive.
     const posted = this.#posted;
     if (entries.length === 0 && posted !== null && posted.entry === null) this.#host.worker[kRequests].background(posted.ucxRequest);
+    if (this.#laneWaiting) this.#syncLaneWait(true);
   }
 
   #serveEntries(entries: StreamReceive[]): void {
@@ -236,14 +273,17 @@ export class StreamReceiver {
    * empty, otherwise read ahead.
    */
   #pump(): void {
+    const lane = this.#host.laneHandle() !== null;
+    if (lane) this.pullLane();
     for (;;) {
       this.#serveFromStash();
       if (this.#posted !== null || this.#failed) return;
       const handle = this.#host.openHandle();
       if (handle === null) return;
       const head = this.#entries[0];
-      const into = head !== undefined && head.bytes !== null && this.#stashed === 0 ? head : null;
-      if (into === null && !this.#reading && head === undefined) return;
+      // With a lane, only a read-ahead is posted here: the receives are filled from the lane.
+      const into = !lane && head !== undefined && head.bytes !== null && this.#stashed === 0 ? head : null;
+      if (into === null && !this.#reading && (head === undefined || lane)) return;
       let target: Uint8Array;
       if (into !== null) target = (into.bytes as Uint8Array).subarray(into.served);
       else {
@@ -313,6 +353,92 @@ export class StreamReceiver {
     entry.request[kComplete](0, entry.served, 0n);
   }
 
+  /**
+   * Takes what UCX holds on the lane: into the waiting receives' buffers, in order, once the stash is
+   * empty (what the stash holds came first), the rest into the stash.
+   */
+  pullLane(): void {
+    const lane = this.#host.laneHandle();
+    if (lane === null) return;
+    this.#serveFromStash();
+    while (this.#hold(lane)) {
+      const held = this.#held as HeldDescriptor;
+      const at = held.data + BigInt(held.used);
+      const rest = held.length - held.used;
+      try {
+        const used = this.#stashed === 0 ? this.#fill(at, rest) : 0;
+        if (used < rest) this.#stashPush(copyFromMemory(at + BigInt(used), rest - used));
+      } finally {
+        this.#consumed(rest);
+      }
+    }
+    this.#serveFromStash();
+    this.#syncLaneWait(true);
+  }
+
+  /** Whether stream bytes wait to be taken, the lane's included (one descriptor held, not copied). */
+  hasBytes(): boolean {
+    if (this.#stashed > 0) return true;
+    const lane = this.#host.laneHandle();
+    return lane !== null && this.#hold(lane);
+  }
+
+  /** Holds the lane's next descriptor unless one is held; false when UCX holds nothing for the lane. */
+  #hold(lane: bigint): boolean {
+    if (this.#held !== null) return true;
+    const lengthOut = this.#host.worker[kRequests].params.streamLength;
+    const data = ucx().ucp_stream_recv_data_nb(lane, lengthOut.address);
+    if (data === null || statusOfPtr(data) !== UCS_INPROGRESS) return false;
+    this.#held = { lane, data, length: Number(lengthOut.u64()), used: 0 };
+    return true;
+  }
+
+  /** `n` more bytes of the held descriptor were taken: gives it back to UCX once all were. */
+  #consumed(n: number): void {
+    const held = this.#held as HeldDescriptor;
+    held.used += n;
+    if (held.used < held.length) return;
+    this.#held = null;
+    ucx().ucp_stream_data_release(held.lane, held.data);
+  }
+
+  /** The lane is no longer the endpoint's (its bytes were drained first): receives wait on the endpoint again. */
+  laneGone(): void {
+    this.#syncLaneWait(false);
+    this.#pump();
+  }
+
+  /** Copies `length` bytes at `data` (UCX's) into the waiting receives, in order; returns how many it used. */
+  #fill(data: bigint, length: number): number {
+    const entries = this.#entries;
+    let used = 0;
+    while (used < length && entries.length > 0) {
+      const head = entries[0] as StreamReceive;
+      if (head.request.completed) {
+        entries.shift();
+        continue;
+      }
+      // A chunk takes stashed bytes as they are.
+      if (head.bytes === null) break;
+      const n = Math.min(head.bytes.byteLength - head.served, length - used);
+      copyIntoRegion(Number(addressOf(head.bytes)), head.bytes.byteLength, head.served, data + BigInt(used), n);
+      head.served += n;
+      used += n;
+      if (head.waitAll && head.served < head.bytes.byteLength) continue;
+      entries.shift();
+      head.request[kComplete](0, head.served, 0n);
+    }
+    return used;
+  }
+
+  /** Tells the host whether receives wait on the lane (`lane`: the endpoint still has one). */
+  #syncLaneWait(lane: boolean): void {
+    const waiting = lane && this.#entries.length > 0 && this.#host.laneHandle() !== null;
+    if (waiting === this.#laneWaiting) return;
+    this.#laneWaiting = waiting;
+    this.#host.laneWaiting(waiting);
+  }
+
   #unshift(bytes: Uint8Array): void {
     this.#stash.unshift(bytes);
     this.#stashed += bytes.byteLength;
@@ -354,8 +480,24 @@ export class StreamReceiver {
       throw new InvalidStateError('streamRecvAvailable: a streamRecv of this endpoint is waiting, and the bytes that arrive go to it first');
     }
     let filled = this.takeStash(bytes);
-    const handle = this.#host.openHandle();
-    if (handle === null || this.#posted !== null) return filled;
+    // UCX holds what the lane brought (no receive is posted there): straight into `bytes`, and the part
+    // of a descriptor that does not fit stays held for the next one.
+    const lane = this.#host.laneHandle();
+    if (lane !== null) {
+      let destination = -1;
+      while (filled < bytes.byteLength && this.#hold(lane)) {
+        const held = this.#held as HeldDescriptor;
+        const n = Math.min(held.length - held.used, bytes.byteLength - filled);
+        if (destination < 0) destination = Number(addressOf(bytes));
+        copyIntoRegion(destination, bytes.byteLength, filled, held.data + BigInt(held.used), n);
+        this.#consumed(n);
+        filled += n;
+      }
+      return filled;
+    }
+    // Or what the endpoint brought when no receive is posted on it.
+    const handle = this.#posted === null ? this.#host.openHandle() : null;
+    if (handle === null) return filled;
     const api = ucx();
     const lengthOut = this.#host.worker[kRequests].params.streamLength;
     // The destination's address, taken at the first descriptor (none when UCX holds nothing).

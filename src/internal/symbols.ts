@@ -128,5 +128,13 @@ export const kGiveUpLane: unique symbol = Symbol('ucxx-ts.giveUpLane');
 export const kRetireLane: unique symbol = Symbol('ucxx-ts.retireLane');
 /** `message[kReplyHandle]`: the raw ucp_ep_h UCX named as an active message's reply endpoint (0n: none). */
 export const kReplyHandle: unique symbol = Symbol('ucxx-ts.replyHandle');
+/** `endpoint[kDrainLane](lane)`: stream bytes UCX holds on the fast lane go to the endpoint's stash (before the lane idles or closes). */
+export const kDrainLane: unique symbol = Symbol('ucxx-ts.drainLane');
+/** `endpoint[kPullStream]()`: takes the stream bytes UCX holds on the endpoint's fast lane. */
+export const kPullStream: unique symbol = Symbol('ucxx-ts.pullStream');
+/** `endpoint[kStreamReady]()`: whether stream bytes wait to be taken, its fast lane's included. */
+export const kStreamReady: unique symbol = Symbol('ucxx-ts.streamReady');
+/** `worker[kLaneStreamWait](endpoint, on)`: stream receives of the endpoint wait on its fast lane (or no more). */
+export const kLaneStreamWait: unique symbol = Symbol('ucxx-ts.laneStreamWait');
 /** `worker[kLaneMapped](endpoint, ep, on)`: a fast lane's ucp_ep names its Endpoint as reply endpoint (or no more). */
 export const kLaneMapped: unique symbol = Symbol('ucxx-ts.laneMapped');
