@@ -292,6 +292,31 @@ describe('the fast lane', () => {
     }
   });
 
+  for (const how of ['SIGSTOP', 'SIGKILL'] as const) {
+    test(`a peer ${how === 'SIGSTOP' ? 'stopped' : 'killed'} just before the close: the lane's release gets no answer, the close completes in bounded time, and the survivor closes cleanly`, async () => {
+      const survivor = new Context();
+      const own = survivor.createWorker();
+      const peer = Peer.start('echo-peer');
+      try {
+        const endpoint = await connectOverLane(own, peer);
+        await echo(own, endpoint, 64 << 10, 9);
+        endpoint.on('error', () => undefined);
+        peer.child.kill(how);
+        const started = Date.now();
+        // flush, BYE and BYE_ACK wait 2 s each at most; then the PEER endpoint's close (closeTimeout 5 s).
+        await within(endpoint.close(), 15_000, 'the close');
+        const took = Date.now() - started;
+        assert.ok(took < 12_000, `closed after ${took} ms`);
+        assert.equal(endpoint.closed, true);
+        await within(survivor.close(), 15_000, "the survivor's context closes");
+      } finally {
+        await survivor.close();
+        peer.child.kill('SIGCONT');
+        if (peer.child.exitCode === null && peer.child.signalCode === null) peer.child.kill('SIGKILL');
+      }
+    });
+  }
+
   test('a killed peer: operations on the lane fail typed, the endpoint closes, and the survivor closes cleanly', async () => {
     const survivor = new Context();
     const own = survivor.createWorker();
