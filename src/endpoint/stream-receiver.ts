@@ -120,7 +120,7 @@ export class StreamReceiver {
 
   /** Stash bytes waiting for the next receive (the lane's included). */
   get bufferedBytes(): number {
-    this.pullLane();
+    this.#laneToStash();
     return this.#stashed;
   }
 
@@ -141,7 +141,7 @@ export class StreamReceiver {
    * else when some arrive. Resolves with an empty array once the stream has ended.
    */
   recvChunk(max: number, signal: AbortSignal | undefined): Request<Uint8Array> {
-    this.pullLane();
+    this.#laneToStash();
     const request = new Request<Uint8Array>(INTERNAL, null, ResultKind.Bytes, 'streamChunks', null);
     if (this.#entries.length === 0 && (this.#stashed > 0 || this.#ended)) {
       request[kReply] = this.#ended && this.#stashed === 0 ? EMPTY : this.#takeView(max);
@@ -154,7 +154,7 @@ export class StreamReceiver {
 
   /** Up to `max` stashed bytes without copying, or null when the stash is empty or a receive waits. */
   takeChunk(max: number): Uint8Array | null {
-    this.pullLane();
+    this.#laneToStash();
     if (this.#stashed === 0 || this.#entries.length > 0) return null;
     return this.#takeView(max);
   }
@@ -361,19 +361,28 @@ export class StreamReceiver {
     const lane = this.#host.laneHandle();
     if (lane === null) return;
     this.#serveFromStash();
-    while (this.#hold(lane)) {
+    // Only while receives wait: what nobody waits for stays in UCX (the rest of a descriptor held).
+    while (this.#entries.length > 0 && this.#hold(lane)) {
       const held = this.#held as HeldDescriptor;
       const at = held.data + BigInt(held.used);
       const rest = held.length - held.used;
-      try {
-        const used = this.#stashed === 0 ? this.#fill(at, rest) : 0;
-        if (used < rest) this.#stashPush(copyFromMemory(at + BigInt(used), rest - used));
-      } finally {
-        this.#consumed(rest);
+      const used = this.#stashed === 0 ? this.#fill(at, rest) : 0;
+      if (used > 0) {
+        this.#consumed(used);
+        continue;
       }
+      // A chunk waits (it takes stashed bytes as they are): through the stash.
+      this.#stashPush(copyFromMemory(at, rest));
+      this.#consumed(rest);
+      this.#serveFromStash();
     }
-    this.#serveFromStash();
     this.#syncLaneWait(true);
+  }
+
+  /** Moves what UCX holds on the lane into the stash (for views of it, or to count it). */
+  #laneToStash(): void {
+    const lane = this.#host.laneHandle();
+    if (lane !== null) this.drain(lane);
   }
 
   /** Whether stream bytes wait to be taken, the lane's included (one descriptor held, not copied). */
