@@ -13,9 +13,10 @@
  * On an endpoint whose data takes the fast lane (endpoint/fast-lane.ts) no receive is ever posted on
  * the lane: it could not be cancelled, and the lane's next connection would get its bytes. UCX keeps
  * what arrives there (the lane is never closed under it) and the receiver pulls it
- * (`ucp_stream_recv_data_nb`, one copy into the receive's buffer): when a receive is made, after each
- * progress while one waits (the worker pulls its waiting lane endpoints), when the application looks
- * (`bufferedBytes`, chunks, `takeAvailable`), and into the stash before the lane is released.
+ * (`ucp_stream_recv_data_nb`, one copy into the receive's buffer): when a receive is made and after
+ * each progress while one waits (the worker pulls its waiting lane endpoints); `takeAvailable` copies
+ * it straight into its buffer; chunks and `bufferedBytes` move it into the stash, and so does a release
+ * of the lane. What nobody waits for stays in UCX.
  */
 import { CONSTANTS, UCS_INPROGRESS, addressOf, copyFromMemory, copyIntoRegion, statusOfPtr, ucx } from '../ffi/index.js';
 import { InvalidStateError } from '../errors/misuse.js';
@@ -354,8 +355,8 @@ export class StreamReceiver {
   }
 
   /**
-   * Takes what UCX holds on the lane: into the waiting receives' buffers, in order, once the stash is
-   * empty (what the stash holds came first), the rest into the stash.
+   * Takes what UCX holds on the lane into the waiting receives' buffers, in order, once the stash is
+   * empty (what the stash holds came first); chunks take it through the stash.
    */
   pullLane(): void {
     const lane = this.#host.laneHandle();
