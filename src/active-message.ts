@@ -239,7 +239,7 @@ export class AmMessage {
     request[kReply] = destination;
     // Completed at once means the whole payload is in `destination`.
     requests.track(request, block, ucx().ucp_am_recv_data_nbx(this.#workerHandle, descriptor, destination, this.length, block.address), this.length);
-    if (memh !== null) requests.ownMemh?.releaseAfter(request, memh);
+    if (memh !== null) requests.ownMemh?.unmapAfter(request, memh);
     if (!request.completed) {
       // UCX cannot cancel a data fetch: an abort rejects it at once and UCX keeps `destination` until it lets go.
       request[kDetachable] = true;
