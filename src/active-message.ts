@@ -233,13 +233,13 @@ export class AmMessage {
     const destination = target ?? new Uint8Array(this.length);
     const requests = this.#worker[kRequests];
     // See src/engine/own-memh.ts.
-    const memh = requests.ownMemh?.mapReceive(destination, this.length, requests.params.amRecvDataOwnMemh) ?? null;
+    const memh = requests.ownMemh?.mapReceive(destination, this.length, requests.params.amRecvDataOwnMemh, target === null) ?? null;
     const block = memh === null ? requests.params.amRecvData : requests.params.amRecvDataOwnMemh;
     const request = requests.open<Uint8Array>(block, ResultKind.Bytes, 'AM receive', destination);
     request[kReply] = destination;
     // Completed at once means the whole payload is in `destination`.
     requests.track(request, block, ucx().ucp_am_recv_data_nbx(this.#workerHandle, descriptor, destination, this.length, block.address), this.length);
-    if (memh !== null) requests.ownMemh?.unmapAfter(request, memh);
+    if (memh !== null) requests.ownMemh?.releaseAfter(request, memh);
     if (!request.completed) {
       // UCX cannot cancel a data fetch: an abort rejects it at once and UCX keeps `destination` until it lets go.
       request[kDetachable] = true;

@@ -28,6 +28,12 @@ export interface UcxxDiagnostics {
   listeners: number;
   /** Memory mappings not yet unmapped (a closed handle stays mapped while views of it are reachable). */
   memoryMappings: number;
+  /**
+   * Memory handles ucxx-ts maps for operations on UCX versions that need one (1.20: sends and receives
+   * of >= 1 KiB), kept for the next operation on the same buffer range: at most 256 per worker, none
+   * once the worker is closed. Not in `memoryMappings`, which counts the application's.
+   */
+  operationMappings: number;
   /** Remote keys unpacked on an endpoint and not yet destroyed. */
   remoteKeys: number;
   /** Operations in flight (requests UCX has not completed), all workers together. */
@@ -58,6 +64,7 @@ export function getDiagnostics(): UcxxDiagnostics {
     endpoints: liveEndpointCount(),
     listeners: liveListenerCount(),
     memoryMappings: liveCounts.mappings,
+    operationMappings: liveCounts.operationMappings,
     remoteKeys: liveCounts.remoteKeys,
     requestsInFlight: inflight.size - orphanedRequestCount(),
     relayThreads: liveRelayThreads(),

@@ -803,7 +803,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const keep = data === buffer ? buffer : [buffer, data];
     const own = this.#ownMemhBlock(block, count);
     if (own !== null) {
-      const request = this.#sendWithOwnMemh(addressOf(data as Uint8Array), count, own, (address, params) => fn(ep, address, count, t, params), what, keep, signal, null);
+      const request = this.#sendWithOwnMemh(data as Uint8Array, addressOf(data as Uint8Array), count, own, (address, params) => fn(ep, address, count, t, params), what, keep, signal, null);
       if (request !== null) return request;
     }
     const request = requests.void(requests.slot(block), fn(ep, data as Buffer, count, t, block.address), what, keep);
@@ -1062,7 +1062,8 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const own = contiguous === null ? null : this.#ownMemhBlock(block, count);
     if (own !== null) {
       own.setFlags(flags);
-      const request = this.#sendWithOwnMemh(addressOf(ffiMemory(contiguous) as Uint8Array), count, own,
+      const memory = ffiMemory(contiguous) as Uint8Array;
+      const request = this.#sendWithOwnMemh(memory, addressOf(memory), count, own,
         (address, params) => ucx().ucp_am_send_nbx(ep, id, ffiMemory(header), headerLength, address, count, params), 'amSend', keep, signal, null);
       if (request !== null) return request;
     }
@@ -1084,25 +1085,25 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /**
-   * Posts a send of `count` bytes at `address` with `block` (one of the OwnMemh blocks, flags written)
-   * and a handle mapped for it, unmapped (then `after` run) once UCX is done; null where UCX refused
-   * the mapping (the caller posts it without).
+   * Posts a send of `count` bytes at `address` (the first byte of `memory`, an application buffer, or
+   * of native memory when null) with `block` (one of the OwnMemh blocks, flags written) and a handle for
+   * it: the application buffer's kept one (OwnMemh.acquire), or one mapped for this send and unmapped
+   * (then `after` run) once UCX is done. Null where UCX refused the mapping (the caller posts it without).
    */
   #sendWithOwnMemh(
-    address: bigint, count: number, block: ParamBlock, post: (address: bigint, params: bigint) => Ptr, what: string,
-    keep: unknown, signal: AbortSignal | undefined, after: (() => void) | null,
+    memory: Uint8Array | null, address: bigint, count: number, block: ParamBlock, post: (address: bigint, params: bigint) => Ptr,
+    what: string, keep: unknown, signal: AbortSignal | undefined, after: (() => void) | null,
   ): Request<void> | null {
     const requests = this.#worker[kRequests];
     const own = requests.ownMemh as NonNullable<typeof requests.ownMemh>;
-    const memh = own.map(address, count);
-    if (memh === null) return null;
-    block.setMemh(memh);
-    const request = requests.void(requests.slot(block), post(address, block.address), what, keep);
-    const unmap = own.unmapper(memh);
-    const done = after === null ? unmap : () => {
-      unmap();
+    const handle = memory !== null ? own.acquire(memory, address, count) : own.mapOnce(address, count);
+    if (handle === null) return null;
+    block.setMemh(handle.memh);
+    const done = after === null ? handle.done : (): void => {
+      handle.done();
       after();
     };
+    const request = requests.void(requests.slot(block), post(address, block.address), what, keep);
     if (request.completed) {
       done(); // UCX holds nothing: done at once, or failed, or completed inside the call
       return request;
@@ -1124,7 +1125,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     const own = this.#ownMemhBlock(block, bytes);
     if (own !== null) {
       own.setFlags(block === requests.params.amSend ? block.struct.getU32('flags') : 0);
-      const sent = this.#sendWithOwnMemh(copy.address, bytes, own, post, what, keep, signal, copy.free);
+      const sent = this.#sendWithOwnMemh(null, copy.address, bytes, own, post, what, keep, signal, copy.free);
       if (sent !== null) return sent;
     }
     const request = requests.void(requests.slot(block), post(copy.address, block.address), what, keep);

@@ -448,7 +448,7 @@ export class Worker {
     if (memh !== null) block = requests.params.tagRecvOwnMemh;
     const request = requests.open<TagRecvInfo>(block, ResultKind.TagInfo, 'tagRecv', buffer);
     requests.track(request, block, ucx().ucp_tag_recv_nbx(handle, data as Buffer, count, t, m, block.address));
-    if (memh !== null) requests.ownMemh?.unmapAfter(request, memh);
+    if (memh !== null) requests.ownMemh?.releaseAfter(request, memh);
     if (!request.completed) {
       // A receive that matched a message whose data never comes (its sender gone without failing the
       // connection) cannot be cancelled in UCX: it rejects at once and UCX keeps the buffer until it lets go.
@@ -889,6 +889,7 @@ export class Worker {
     }
     this.#handle = null;
     ucx().ucp_worker_destroy(handle);
+    this[kRequests].ownMemh?.close();
     for (const request of abandoned) this[kRequests].releaseSlot(request);
     this[kRequests].releaseOrphans();
     debug('worker destroyed (%s; %d operations abandoned)', reason, abandoned.length);

@@ -6,7 +6,8 @@
  */
 import { test } from 'node:test';
 import { strict as assert } from 'node:assert';
-import { CanceledError, ClosedError, Request, UcxError, getUcxVersion } from 'ucxx-ts';
+import { CanceledError, ClosedError, Context, Request, UcxError, getDiagnostics, getUcxVersion } from 'ucxx-ts';
+import { ucxProfileOfRun } from './helpers/env.js';
 import { promiseOperation, requestOperation } from '#ucxx-ts/engine/operations.js';
 import { ProbeWaits } from '#ucxx-ts/engine/probe-waits.js';
 import { ParamBlock } from '#ucxx-ts/engine/param-blocks.js';
@@ -160,4 +161,46 @@ test('progressOnce: returns what the progress call returns, passes the worker, a
   assert.throws(() => progressOnce(() => { throw new Error('inside progress'); }, 1n), /inside progress/);
   // The bracket is closed again: the next call runs normally.
   assert.equal(progressOnce(() => 0, 2n), 0);
+});
+
+test('operation handles (UCX 1.20 profile): a buffer range reused maps once, at most 256 are kept per worker, none is left after close, and none counts as the application\'s', {
+  skip: ucxProfileOfRun(getUcxVersion()).workarounds.peerRendezvousOwnMemh ? false : 'this UCX version maps no handle per operation (profile peerRendezvousOwnMemh off)',
+}, async () => {
+  const mappings = (): number => getDiagnostics().operationMappings;
+  const before = mappings();
+  const applicationMappings = getDiagnostics().memoryMappings;
+  const context = new Context();
+  try {
+    const server = context.createWorker();
+    const client = context.createWorker();
+    const listener = server.listen({ host: '127.0.0.1', port: 0, fastLane: false });
+    const endpoint = await client.connect('127.0.0.1', listener.port, { errorHandling: 'peer', fastLane: false });
+    const size = 4096;
+    const roundTrip = async (outbox: Uint8Array, inbox: Uint8Array, tag: bigint): Promise<void> => {
+      const received = server.tagRecv(inbox, tag);
+      await endpoint.tagSend(outbox, tag);
+      assert.equal((await received).length, size);
+      assert.ok(Buffer.from(inbox).equals(Buffer.from(outbox)), 'the bytes arrive');
+    };
+    // The same two buffers 300 times: one handle each.
+    const outbox = new Uint8Array(size);
+    const inbox = new Uint8Array(size);
+    for (let i = 0; i < 300; i++) {
+      outbox.fill(i & 0xff);
+      await roundTrip(outbox, inbox, 1n);
+    }
+    assert.equal(mappings() - before, 2, 'one handle per buffer');
+    assert.equal(getDiagnostics().memoryMappings, applicationMappings, 'none is counted as an application mapping');
+    // Fresh buffers each time: each worker's cache stops at 256, later ranges are mapped for their operation only.
+    for (let i = 0; i < 400; i++) await roundTrip(new Uint8Array(size).fill(i & 0xff), new Uint8Array(size), 2n);
+    const live = mappings() - before;
+    assert.ok(live >= 2 && live <= 2 * 256, `${live} handles live in the two workers`);
+    // Receives still posted when the workers close: their handles go with the workers too.
+    const abandoned = [server.tagRecv(new Uint8Array(size), 3n), server.tagRecv(inbox, 4n)];
+    for (const receive of abandoned) receive.promise.catch(() => undefined);
+    assert.ok(mappings() - before > live - 2, 'the fresh buffer was given a handle');
+  } finally {
+    await context.close();
+  }
+  assert.equal(mappings(), before, 'every handle unmapped by the close');
 });

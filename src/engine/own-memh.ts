@@ -11,13 +11,17 @@
  * rendezvous AM data are given a handle too. A receive is not tied to an endpoint, so every receive
  * large enough to take a rendezvous message gets one, whatever the mode of the endpoints.
  *
- * The handle covers exactly the operation's buffer and lives until UCX completes the operation
- * (`request[kUcxDone]`); without a registration cache UCX would have registered the same range for
- * the same time. One whose operation is still in flight when its worker is destroyed is not unmapped
- * (UCX may complete nothing then): a small leak, as the operation's other UCX memory.
+ * The handle covers exactly the operation's buffer and lives at least until UCX completes the
+ * operation. Handles of application buffers are kept for the next operation on the same range of the
+ * same buffer (a loop that reuses its buffers maps once, where a mapping per operation cost two more
+ * FFI calls and UCX's registration work each time), a few per ArrayBuffer and at most CACHE_LIMIT in
+ * all, and unmapped when the buffer is collected or the worker closes. The worker's destruction unmaps
+ * every handle, those of operations still in flight included (UCX completes nothing after it).
+ * `getDiagnostics().operationMappings` counts them.
  */
 import { CONSTANTS, OutCell, StructBuffer, addressOf, layouts, ucx } from '../ffi/index.js';
 import { kUcxDone } from '../internal/symbols.js';
+import { liveCounts } from '../internal/live-counts.js';
 import type { AnyRequest } from '../request.js';
 import type { ParamBlock } from './param-blocks.js';
 
@@ -30,11 +34,37 @@ const K = CONSTANTS;
  */
 export const OWN_MEMH_MIN = process.env['UCX_RNDV_THRESH'] === undefined ? 1024 : 1;
 
-/** Maps and unmaps the operation handles of one context. */
+/** Handles kept per ArrayBuffer (the ranges its last operations used). */
+const PER_BUFFER = 4;
+/** Handles kept per worker; past it, a new range is mapped for its operation only. */
+const CACHE_LIMIT = 256;
+
+/** A handle for one range, with the operations in flight on it. */
+export interface OperationMemh {
+  readonly address: bigint;
+  readonly length: number;
+  readonly memh: bigint;
+  /** Operations in flight on it. */
+  uses: number;
+  /** Kept for the next operation on the same range; otherwise unmapped once no operation uses it. */
+  kept: boolean;
+  /** `release` bound to this handle (an operation's kUcxDone, made once per handle). */
+  readonly done: () => void;
+}
+
+/** Maps, keeps and unmaps the operation handles of one worker (in its context). */
 export class OwnMemh {
   readonly #context: bigint;
   readonly #params = new StructBuffer(layouts.ucp_mem_map_params_t);
   readonly #out = new OutCell();
+  readonly #byBuffer = new WeakMap<ArrayBufferLike, OperationMemh[]>();
+  /** Every handle mapped and not yet unmapped, kept or in flight. */
+  readonly #live = new Set<OperationMemh>();
+  #kept = 0;
+  readonly #collected = new FinalizationRegistry<OperationMemh[]>((handles) => {
+    for (const handle of handles) this.#forget(handle);
+  });
+  #closed = false;
 
   constructor(contextHandle: bigint) {
     this.#context = contextHandle;
@@ -43,38 +73,107 @@ export class OwnMemh {
   }
 
   /**
-   * A handle for `length` bytes at `address`, or null where UCX refuses to map them (the operation then
-   * goes without one, as it would on a version without the bug).
+   * A handle for one operation on `length` bytes at `address` that is not kept (memory of ucxx-ts's
+   * own, or a fresh buffer); null where UCX refuses to map them (the operation then goes without one,
+   * as it would on a version without the bug). `release` it once UCX is done.
    */
-  map(address: bigint, length: number): bigint | null {
-    this.#params.setPtr('address', address).setU64('length', length);
-    if (ucx().ucp_mem_map(this.#context, this.#params.buffer, this.#out.reset()) !== 0) return null;
-    return this.#out.ptr();
+  mapOnce(address: bigint, length: number): OperationMemh | null {
+    return this.#map(address, length, false);
   }
 
-  /** A function that unmaps `memh` once (the operation's kUcxDone). */
-  unmapper(memh: bigint): () => void {
-    return () => {
-      ucx().ucp_mem_unmap(this.#context, memh);
-    };
+  /**
+   * A handle for one operation on `length` bytes of the application's `memory` at `address` (its first
+   * byte): the kept one for that range of that buffer, or a new one (kept where there is room). Null
+   * where UCX refuses the mapping. `release` it (or set its `done` as the operation's kUcxDone) once
+   * UCX is done.
+   */
+  acquire(memory: ArrayBufferView | ArrayBuffer, address: bigint, length: number): OperationMemh | null {
+    const buffer = ArrayBuffer.isView(memory) ? memory.buffer : memory;
+    let handles = this.#byBuffer.get(buffer);
+    if (handles !== undefined) {
+      for (const handle of handles) {
+        if (handle.address === address && handle.length === length) {
+          handle.uses++;
+          return handle;
+        }
+      }
+    }
+    let keep = !this.#closed && this.#kept < CACHE_LIMIT;
+    if (keep && handles !== undefined && handles.length >= PER_BUFFER) {
+      const idle = handles.findIndex((handle) => handle.uses === 0);
+      if (idle < 0) keep = false;
+      else this.#forget(handles.splice(idle, 1)[0] as OperationMemh);
+    }
+    const handle = this.#map(address, length, keep);
+    if (handle === null || !keep) return handle;
+    if (handles === undefined) {
+      handles = [];
+      this.#byBuffer.set(buffer, handles);
+      this.#collected.register(buffer, handles);
+    }
+    handles.push(handle);
+    this.#kept++;
+    return handle;
+  }
+
+  /** An operation on `handle` is done: one not kept is unmapped once none is in flight. */
+  release(handle: OperationMemh): void {
+    if (--handle.uses === 0 && !handle.kept) this.#unmap(handle);
   }
 
   /**
    * A handle for a receive of `count` bytes into `memory` when it may take a rendezvous message, written
    * into `block` (one with UCP_OP_ATTR_FIELD_MEMH); null when it is too small or UCX refuses the mapping
-   * (the receive is then posted with the plain block).
+   * (the receive is then posted with the plain block). `fresh`: memory ucxx-ts allocated for this
+   * receive, mapped for it only.
    */
-  mapReceive(memory: ArrayBufferView | ArrayBuffer, count: number, block: ParamBlock): bigint | null {
+  mapReceive(memory: ArrayBufferView | ArrayBuffer, count: number, block: ParamBlock, fresh = false): OperationMemh | null {
     if (count < OWN_MEMH_MIN) return null;
-    const memh = this.map(addressOf(memory), count);
-    if (memh !== null) block.setMemh(memh);
-    return memh;
+    const address = addressOf(memory);
+    const handle = fresh ? this.mapOnce(address, count) : this.acquire(memory, address, count);
+    if (handle !== null) block.setMemh(handle.memh);
+    return handle;
   }
 
-  /** Unmaps `memh` once UCX is done with `request`: at once when it completed inside the call. */
-  unmapAfter(request: AnyRequest, memh: bigint): void {
-    const unmap = this.unmapper(memh);
-    if (request.completed) unmap();
-    else request[kUcxDone] = unmap;
+  /** Releases `handle` once UCX is done with `request`: at once when it completed inside the call. */
+  releaseAfter(request: AnyRequest, handle: OperationMemh): void {
+    if (request.completed) this.release(handle);
+    else request[kUcxDone] = handle.done;
+  }
+
+  /**
+   * The worker was destroyed: every handle is unmapped, those of operations it abandoned included (no
+   * UCX object refers to them any more, and no completion comes for them).
+   */
+  close(): void {
+    this.#closed = true;
+    for (const handle of [...this.#live]) {
+      handle.kept = false;
+      this.#unmap(handle);
+    }
+    this.#kept = 0;
+  }
+
+  #map(address: bigint, length: number, kept: boolean): OperationMemh | null {
+    this.#params.setPtr('address', address).setU64('length', length);
+    if (ucx().ucp_mem_map(this.#context, this.#params.buffer, this.#out.reset()) !== 0) return null;
+    liveCounts.operationMappings++;
+    const handle: OperationMemh = { address, length, memh: this.#out.ptr() as bigint, uses: 1, kept, done: () => this.release(handle) };
+    this.#live.add(handle);
+    return handle;
+  }
+
+  #unmap(handle: OperationMemh): void {
+    if (!this.#live.delete(handle)) return;
+    ucx().ucp_mem_unmap(this.#context, handle.memh);
+    liveCounts.operationMappings--;
+  }
+
+  /** A kept handle is no longer kept (its buffer was collected, or it made room): unmapped once idle. */
+  #forget(handle: OperationMemh): void {
+    if (!handle.kept) return;
+    handle.kept = false;
+    this.#kept--;
+    if (handle.uses === 0) this.#unmap(handle);
   }
 }

@@ -7,4 +7,6 @@ export const liveCounts = {
   remoteKeys: 0,
   /** Memory mappings not yet unmapped (ucp_mem_map / ucp_mem_unmap), closed handles with live views included. */
   mappings: 0,
+  /** Handles ucxx-ts maps for operations itself (src/engine/own-memh.ts): kept or in flight. */
+  operationMappings: 0,
 };
