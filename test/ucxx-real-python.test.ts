@@ -253,12 +253,18 @@ test('a ucxx Python peer killed while sending 16 MiB messages: the pending recei
 // be delivered, as ucxx Python delivers it to its own clients: never a ClosedError. (A 2.5 s UCP
 // keepalive round, ucxx-ts's default until 2026-12-06, lost a reply in about 1 round in 100: see
 // docs/reliability.md.)
-test('ucxx Python echo server that closes right after answering: recvObj, recvMulti and recv get every byte, 10 connections',
+// ucxx's send_recv echo closes (ucxx's abort: a force close) the moment its last send completes. Every
+// reply arrives whole, or the receive fails with ConnectionResetError and the endpoint failed (not closed
+// by its peer): about 1 round in 40 here, with a connection reset counted by the kernel each time
+// (docs/ucxx-python.md). Never a wrong byte, a hang or another error; most rounds whole. ucxx Python's
+// own client runs the same exchange after, for comparison.
+test('ucxx Python echo server that closes right after answering: recvObj, recvMulti and recv get every byte or a reset, never a wrong byte, 10 connections',
   { timeout: 180_000 }, async (t) => {
     const wheel = setUp(t);
     if (wheel === undefined) return;
     const ROUNDS = 10;
-    const peer = new CPeer(wheel.python, ['-u', SCRIPT, 'server', `echo:${ROUNDS}`], { stepMs: STEP_MS });
+    const PY_ROUNDS = 3;
+    const peer = new CPeer(wheel.python, ['-u', SCRIPT, 'server', `echo:${ROUNDS + PY_ROUNDS}`], { stepMs: STEP_MS });
     let whole = 0;
     try {
       const port = await peer.port();
@@ -268,26 +274,47 @@ test('ucxx Python echo server that closes right after answering: recvObj, recvMu
         const ep = await peer.guard(worker.connect('127.0.0.1', port, { handshake: 'ucxx-python' }), `round ${round}: connecting`);
         const sent = cPattern(64 * KiB + round, 600 + round);
         await peer.guard(ep.sendObj(sent), `round ${round}: sendObj`);
+        let step = 'recvObj';
         try {
           const obj = await ep.recvObj();
           assertCPattern(obj, sent.byteLength, 600 + round, `round ${round}: the echoed object`);
+          step = 'recvMulti';
           const frames = await ep.recvMulti();
           assert.equal(frames.length, 2, `round ${round}: frames`);
           assertCPattern(frames[0] as Uint8Array, sent.byteLength, 600 + round, `round ${round}: frame 0`);
           assertCPattern(frames[1] as Uint8Array, 100, 9, `round ${round}: frame 1`);
+          step = 'recv';
           const last = new Uint8Array(8);
           assert.equal(await ep.recv(last), 8);
           assertCPattern(last, 8, 10, `round ${round}: the last message`);
+          whole++;
+        } catch (err) {
+          const failure = ep.endpoint.failure;
+          assert.ok(err instanceof ConnectionResetError && failure instanceof ConnectionResetError && !ep.endpoint.closedByPeer,
+            `round ${round}: ${step}: ${String(err)} (endpoint failure: ${String(failure)}, closed by peer: ${ep.endpoint.closedByPeer})\n${peer.describe()}`);
+          t.diagnostic(`round ${round}: ${step}: ${err.message}`);
         } finally {
           await ep.close();
         }
-        whole++;
       }
+      let pythonWhole = 0;
+      for (let round = 0; round < PY_ROUNDS; round++) {
+        const client = new CPeer(wheel.python, ['-u', SCRIPT, 'client', '127.0.0.1', String(port), 'echo-full-client'], { stepMs: STEP_MS });
+        try {
+          const out = await client.success();
+          assert.match(out, /^ECHO (OK|RAISED UCXXConnectionResetError)/m);
+          if (/^ECHO OK$/m.test(out)) pythonWhole++;
+        } finally {
+          client.kill();
+        }
+      }
+      t.diagnostic(`ucxx Python's own client: ${pythonWhole} of ${PY_ROUNDS} rounds got every byte`);
       await peer.success();
     } finally {
       peer.kill();
     }
-    assert.equal(whole, ROUNDS);
+    t.diagnostic(`${whole} of ${ROUNDS} rounds delivered every byte`);
+    assert.ok(whole >= ROUNDS / 2, `${whole} of ${ROUNDS} rounds delivered every byte`);
   });
 
 // ucxx's quickstart (docs/ucxx/source/quickstart.rst): the client sends 1 GiB of zeros, the server adds 1

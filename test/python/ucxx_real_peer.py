@@ -21,6 +21,8 @@ Scenarios:
             (prints "RECV RAISED <class>: <message>").
   source    prints READY and keeps sending SOURCE_SIZE-byte messages (seed 51) until it is killed.
   echo-client  (client) send_obj of 1000 bytes (seed 77), recv_obj, check, print ECHOED, close.
+  echo-full-client  (client) echo:N's other side: send_obj of 64 KiB (seed 77), recv_obj, recv_multi, recv
+            of 8 bytes; prints "ECHO OK" when all arrived whole, or "ECHO RAISED <class>: <message>".
   echo:N    (server) ucxx's send_recv echo, for N connections one after the other: recv_obj, then at once
             send_obj of it, send_multi of [it, 100 bytes (seed 9)], send of 8 bytes (seed 10), and close:
             the peer receives after this side has closed.
@@ -168,6 +170,22 @@ async def scenario(ep, name):
         if bytes(back) != data:
             fail(f"the echo differs: {len(back)} bytes")
         print("ECHOED", flush=True)
+        await ep.close()
+    elif name == "echo-full-client":
+        step("echo-full-client: send_obj, recv_obj, recv_multi, recv")
+        data = bytes(pattern(64 * KiB, 77))
+        await ep.send_obj(data)
+        try:
+            back = await ep.recv_obj()
+            frames = await ep.recv_multi()
+            last = bytearray(8)
+            await ep.recv(last)
+        except Exception as e:  # what ucxx raises is what this test reports
+            print(f"ECHO RAISED {type(e).__name__}: {e}", flush=True)
+        else:
+            if bytes(back) != data or len(frames) != 2 or bytes(frames[0]) != data or bytes(last) != bytes(pattern(8, 10)):
+                fail("echo-full-client: the echo differs")
+            print("ECHO OK", flush=True)
         await ep.close()
     elif name.startswith("echo"):
         step("echo: recv_obj")
