@@ -279,7 +279,8 @@ export function consoleTable(report: BenchReport): string {
 
 /** The ratio columns of the ucxx table: ucxx-ts (tuned or awaited) over a ucxx column. */
 const UCXX_RATIOS: [string, string][] = [
-  ['ucxx-ts/ucxx-cpp', 'ts/C++'], ['ucxx-ts:await/ucxx-cpp', 'await/C++'], ['ucxx-ts/py-polling', 'ts/Py poll'],
+  ['ucxx-ts/ucxx-cpp', 'ts/C++'], ['ucxx-ts:await/ucxx-cpp', 'await/C++'],
+  ['ucxx-ts/ucxx-cpp:p99', 'ts/C++ p99'], ['ucxx-ts:await/ucxx-cpp:p99', 'await/C++ p99'], ['ucxx-ts/py-polling', 'ts/Py poll'],
   ['ucxx-ts/py-thread', 'ts/Py thread'], ['ucxx-ts/py-core', 'ts/Py core'],
 ];
 

@@ -866,6 +866,12 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
         const b = figures[other];
         ratios[`${ours}/${other}`] = a == null || b == null || b === 0 ? null : round(a / b, 4);
       }
+      // The tails: ucxx-ts's p99 (tuned, awaited) over ucxx C++'s, latency rows only.
+      for (const ours of ['ucxx-ts', 'ucxx-ts:await'] as const) {
+        const a = kind === 'latency' && raw[ours]?.status === 'ok' ? raw[ours].latency_us?.p99 : null;
+        const b = kind === 'latency' && raw['ucxx-cpp']?.status === 'ok' ? raw['ucxx-cpp'].latency_us?.p99 : null;
+        ratios[`${ours}/ucxx-cpp:p99`] = typeof a === 'number' && typeof b === 'number' && b > 0 ? round(a / b, 4) : null;
+      }
       rows.push({ test, size, kind, unit: kind === 'latency' ? 'us' : 'MB/s', errorHandling: errors, iterations, warmup, figures, raw, ratios });
       const show = columns.map((c) => `${c.label} ${figures[c.key] != null ? formatFigure(figures[c.key]) : raw[c.key]?.status === 'n/a' ? '-' : String(raw[c.key]?.status).toUpperCase()}`).join(' | ');
       console.error(`[ucxx] ${test} ${formatSize(size)} ${errors.toUpperCase()} (${kind === 'latency' ? 'mean us' : 'MB/s'}): ${show}`);
@@ -887,10 +893,12 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
   for (const errors of ['none', 'peer'] as const) {
     target('tag_lat', 8, errors, 'ucxx-ts/ucxx-cpp', 1, 'max', 'ucxx-ts tuned mean at or below ucxx C++\'s');
     target('tag_lat', 8, errors, 'ucxx-ts:await/ucxx-cpp', 1.5, 'max', 'ucxx-ts awaited mean within 1.5x of ucxx C++\'s');
+    target('tag_lat', 8, errors, 'ucxx-ts/ucxx-cpp:p99', 2, 'max', 'ucxx-ts tuned p99 within 2x of ucxx C++\'s');
+    target('tag_lat', 8, errors, 'ucxx-ts:await/ucxx-cpp:p99', 2, 'max', 'ucxx-ts awaited p99 within 2x of ucxx C++\'s');
     target('tag_bw', MiB, errors, 'ucxx-ts/ucxx-cpp', 0.95, 'min', 'ucxx-ts bandwidth at least 0.95x ucxx C++\'s');
   }
   const notes = [
-    'Every figure is a mean: latency is the one-way time (half the round trip of a ping-pong), bandwidth the message size over that time for the ping-pong columns, over the stream for tag_bw. Each point runs once.',
+    'Every figure is a mean: latency is the one-way time (half the round trip of a ping-pong), bandwidth the message size over that time for the ping-pong columns, over the stream for tag_bw. Each point runs once. The p99 columns compare 99th percentiles of the same runs (ucxx-perf\'s and bench/ucxx-cpp\'s, both over every iteration), latency rows only.',
     `ucxx C++ and ucxx Python run on the libucx wheel's UCX (${pyUcx ?? cppUcx ?? '?'}) whatever UCX ucxx-ts runs on (here ${ucxxTsUcx ?? '?'}): ucxx 0.52 needs UCX 1.18 or later.`,
     ...(amMissing !== null ? [`No am_lat rows: ${amMissing}.`] : []),
   ];

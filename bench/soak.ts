@@ -91,6 +91,21 @@ async function sample(t: number, cycles: number): Promise<Sample> {
   };
 }
 
+/**
+ * The figures once closed contexts are cleaned up: a context waits for its memory handles' last views,
+ * whose finalizers run on a turn after the GC that collects them (V8 runs each finalization registry's
+ * cleanup as a task of its own), so up to SETTLE_SAMPLES samples are taken until none is left. A context
+ * that never cleans up still fails the check.
+ */
+const SETTLE_SAMPLES = 20;
+async function settledSample(cycles: number): Promise<Sample> {
+  let s = await sample(0, cycles);
+  let samples = 1;
+  for (; samples < SETTLE_SAMPLES && (s.objects.contexts > 0 || s.objects.memoryMappings > 0); samples++) s = await sample(0, cycles);
+  if (samples > 1) console.log(`soak: cleanup settled after ${samples} samples (pid ${process.pid})`);
+  return s;
+}
+
 /** Least-squares slope of y over x for the second half of the points (at least 3 of them; 0 with fewer). */
 function slope(points: readonly [number, number][]): number {
   const half = points.slice(Math.min(Math.floor(points.length / 2), Math.max(0, points.length - 3)));
@@ -196,8 +211,7 @@ async function peer(): Promise<void> {
     } else if (message.type === 'stop') {
       listener.close();
       void context.close().then(async () => {
-        await sample(0, pings); // collects the region's last view: the context's deferred cleanup runs
-        send({ type: 'stopped', sample: await sample(0, pings) });
+        send({ type: 'stopped', sample: await settledSample(pings) });
         process.disconnect();
       });
     }
@@ -596,8 +610,7 @@ async function driver(): Promise<void> {
   }
 
   await context.close();
-  await sample(0, 0); // views collected: the context's deferred cleanup runs
-  const finalDriver = (await sample(0, 0)).objects;
+  const finalDriver = (await settledSample(0)).objects;
   peerProcess.send({ type: 'stop' });
   const stopped = await peerProcess.next('stopped');
   const finalPeer = (stopped['sample'] as Sample).objects;

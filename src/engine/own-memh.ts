@@ -12,10 +12,10 @@
  * large enough to take a rendezvous message gets one, whatever the mode of the endpoints.
  *
  * The handle covers exactly the operation's buffer and lives at least until UCX completes the
- * operation. Handles of application buffers are kept for the next operation on the same range of the
- * same buffer (a loop that reuses its buffers maps once, where a mapping per operation cost two more
- * FFI calls and UCX's registration work each time), a few per ArrayBuffer and at most CACHE_LIMIT in
- * all, and unmapped when the buffer is collected or the worker closes. The worker's destruction unmaps
+ * operation. Handles of application buffers that are used again are kept for the next operation on the
+ * same range of the same buffer (a loop that reuses its buffers maps twice, where a mapping per
+ * operation cost two more FFI calls and UCX's registration work each time), a few per ArrayBuffer and
+ * at most CACHE_LIMIT in all, and unmapped when the buffer is collected or the worker closes. The worker's destruction unmaps
  * every handle, those of operations still in flight included (UCX completes nothing after it).
  * `getDiagnostics().operationMappings` counts them.
  */
@@ -58,6 +58,8 @@ export class OwnMemh {
   readonly #params = new StructBuffer(layouts.ucp_mem_map_params_t);
   readonly #out = new OutCell();
   readonly #byBuffer = new WeakMap<ArrayBufferLike, OperationMemh[]>();
+  /** Buffers that had an operation: the next one on them is kept. */
+  readonly #seen = new WeakSet<ArrayBufferLike>();
   /** Every handle mapped and not yet unmapped, kept or in flight. */
   readonly #live = new Set<OperationMemh>();
   #kept = 0;
@@ -97,6 +99,12 @@ export class OwnMemh {
           return handle;
         }
       }
+    }
+    // A buffer's first operation maps for itself only (a buffer made per operation never reaches the
+    // cache and its finalization registry); from its second on, its ranges are kept.
+    if (handles === undefined && !this.#seen.has(buffer)) {
+      this.#seen.add(buffer);
+      return this.#map(address, length, false);
     }
     let keep = !this.#closed && this.#kept < CACHE_LIMIT;
     if (keep && handles !== undefined && handles.length >= PER_BUFFER) {
