@@ -233,7 +233,7 @@ export class AmMessage {
     const destination = target ?? new Uint8Array(this.length);
     const requests = this.#worker[kRequests];
     // See src/engine/own-memh.ts.
-    const memh = requests.ownMemh?.mapReceive(destination, this.length, requests.params.amRecvDataOwnMemh, target === null) ?? null;
+    const memh = requests.ownMemh?.mapReceive(destination, this.length, requests.params.amRecvDataOwnMemh) ?? null;
     const block = memh === null ? requests.params.amRecvData : requests.params.amRecvDataOwnMemh;
     const request = requests.open<Uint8Array>(block, ResultKind.Bytes, 'AM receive', destination);
     request[kReply] = destination;

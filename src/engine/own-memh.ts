@@ -12,11 +12,12 @@
  * large enough to take a rendezvous message gets one, whatever the mode of the endpoints.
  *
  * The handle covers exactly the operation's buffer and lives at least until UCX completes the
- * operation. Handles of application buffers that are used again are kept for the next operation on the
- * same range of the same buffer (a loop that reuses its buffers maps twice, where a mapping per
- * operation cost two more FFI calls and UCX's registration work each time), a few per ArrayBuffer and
- * at most CACHE_LIMIT in all, and unmapped when the buffer is collected or the worker closes. The worker's destruction unmaps
- * every handle, those of operations still in flight included (UCX completes nothing after it).
+ * operation. Handles of buffers that are used again are kept for the next operation on the same range
+ * of the same buffer (a loop that reuses its buffers maps twice, where a mapping per operation cost two
+ * more FFI calls and UCX's registration work each time; a buffer made per operation, such as an AM
+ * receive's, is mapped for that operation only), a few per ArrayBuffer and at most CACHE_LIMIT per
+ * worker, and unmapped when the buffer is collected or the worker closes. The worker's destruction
+ * unmaps every handle, those of operations still in flight included (UCX completes nothing after it).
  * `getDiagnostics().operationMappings` counts them.
  */
 import { CONSTANTS, OutCell, StructBuffer, addressOf, layouts, ucx } from '../ffi/index.js';
@@ -76,7 +77,7 @@ export class OwnMemh {
 
   /**
    * A handle for one operation on `length` bytes at `address` that is not kept (memory of ucxx-ts's
-   * own, or a fresh buffer); null where UCX refuses to map them (the operation then goes without one,
+   * own outside any ArrayBuffer: a thread's send copy); null where UCX refuses to map them (the operation then goes without one,
    * as it would on a version without the bug). `release` it once UCX is done.
    */
   mapOnce(address: bigint, length: number): OperationMemh | null {
@@ -132,13 +133,11 @@ export class OwnMemh {
   /**
    * A handle for a receive of `count` bytes into `memory` when it may take a rendezvous message, written
    * into `block` (one with UCP_OP_ATTR_FIELD_MEMH); null when it is too small or UCX refuses the mapping
-   * (the receive is then posted with the plain block). `fresh`: memory ucxx-ts allocated for this
-   * receive, mapped for it only.
+   * (the receive is then posted with the plain block).
    */
-  mapReceive(memory: ArrayBufferView | ArrayBuffer, count: number, block: ParamBlock, fresh = false): OperationMemh | null {
+  mapReceive(memory: ArrayBufferView | ArrayBuffer, count: number, block: ParamBlock): OperationMemh | null {
     if (count < OWN_MEMH_MIN) return null;
-    const address = addressOf(memory);
-    const handle = fresh ? this.mapOnce(address, count) : this.acquire(memory, address, count);
+    const handle = this.acquire(memory, addressOf(memory), count);
     if (handle !== null) block.setMemh(handle.memh);
     return handle;
   }
