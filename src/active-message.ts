@@ -30,7 +30,7 @@ import { requestOperation } from './engine/operations.js';
 import { SlotTable } from './internal/slot-table.js';
 import { asBytes, type BufferSource, optionsObject, show } from './internal/bytes.js';
 import {
-  kBindSignal, kComplete, kDetachable, kEndpointByHandle, kReply, kReplyHandle, kRequests, kUpdateBusy,
+  kBindSignal, kComplete, kDetachable, kEndpointByHandle, kReply, kReplyHandle, kRequests, kServeFastLane, kUpdateBusy,
 } from './internal/symbols.js';
 import type { Endpoint } from './endpoint.js';
 import { onStreamEndMessage } from './endpoint/stream-end.js';
@@ -308,6 +308,8 @@ export class AmDispatcher {
   #dropped = 0;
   /** Ids registered with UCX (they stay registered until the worker is destroyed). */
   readonly #registered = new Set<number>();
+  /** Other ucp_workers whose fast-lane messages this dispatcher handles (the worker's detector). */
+  readonly #laneWorkers: bigint[] = [];
   #closed = false;
   /** Iterator next() calls waiting for a message. */
   #waiting = 0;
@@ -466,8 +468,11 @@ export class AmDispatcher {
    * argument (slot 0, never issued): UCX 1.13 segfaults on a header-less message for an id without a
    * handler, and this worker's slot may go to a new worker before UCX destroys this one.
    */
-  #register(id: number, on: boolean): void {
+  #register(id: number, on: boolean, workerHandle = this.#workerHandle): void {
     if (on) this.#registered.add(id);
+    if (id === AM_ID_FAST_LANE && workerHandle === this.#workerHandle) {
+      for (const other of this.#laneWorkers) this.#register(id, on, other);
+    }
     const param = this.#worker[kRequests].params.amHandler;
     param.clear()
       .setU64('field_mask', K.UCP_AM_HANDLER_PARAM_FIELD_ID | K.UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
@@ -476,8 +481,18 @@ export class AmDispatcher {
       .setU32('flags', Number(K.UCP_AM_FLAG_WHOLE_MSG))
       .setPtr('cb', amCallbackAddress())
       .setPtr('arg', BigInt((on ? this.#slot * 0x10000 : 0) + id));
-    const status = ucx().ucp_worker_set_am_recv_handler(this.#workerHandle, param.buffer);
+    const status = ucx().ucp_worker_set_am_recv_handler(workerHandle, param.buffer);
     if (status !== UCS_OK && on) throw new ClosedError(`AM handler registration failed (status ${status})`);
+  }
+
+  /**
+   * @internal The fast lane's messages that arrive on `workerHandle` (the worker's failure detector)
+   * are handled here too, with reply endpoints looked up among this worker's.
+   */
+  [kServeFastLane](workerHandle: bigint): void {
+    if (this.#closed || this.#laneWorkers.includes(workerHandle)) return;
+    this.#laneWorkers.push(workerHandle);
+    this.#register(AM_ID_FAST_LANE, true, workerHandle);
   }
 
   /** @internal Runs inside ucp_worker_progress: builds the message and lets its handler decide. */

@@ -22,6 +22,12 @@ export interface UcxxDiagnostics {
   contexts: number;
   /** Workers not yet closed. */
   workers: number;
+  /**
+   * Failure detectors not yet destroyed: the second worker a worker makes for the PEER-mode endpoints
+   * of its fast-lane connections (at most one per worker, made at its first such connection, destroyed
+   * with it; docs/interoperability.md).
+   */
+  detectors: number;
   /** Endpoints not yet closed (accepted ones included). */
   endpoints: number;
   /** Listeners not yet closed. */
@@ -61,6 +67,7 @@ export function getDiagnostics(): UcxxDiagnostics {
   return {
     contexts: liveContextCount(),
     workers: liveWorkerCount(),
+    detectors: liveCounts.detectors,
     endpoints: liveEndpointCount(),
     listeners: liveListenerCount(),
     memoryMappings: liveCounts.mappings,

@@ -192,6 +192,12 @@ function errorCallbackAddress(): bigint {
 type State = 'open' | 'failed' | 'closing' | 'closed';
 
 /**
+ * What an endpoint whose peer released its lane still does (kLive): receives (served from what the lane
+ * brought) and looking at it; nothing goes out.
+ */
+const PASSIVE = new Set(['tagRecv', 'streamRecv', 'streamRecvAvailable', 'getTransports']);
+
+/**
  * How long operations in flight toward a peer that closed the connection may still complete (UCX can
  * report their completion after the close) before they reject with its failure (ms).
  */
@@ -262,6 +268,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * every operation while #handle, in PEER mode, only detects the peer's failure; null without one.
    */
   #lane: bigint | null = null;
+  /**
+   * Whether #handle lives on the worker's failure detector (worker/detector.ts): a fast-lane connection
+   * whose PEER endpoint only detects failures. Nothing but the lane's setup ever goes over it.
+   */
+  readonly #onDetector: boolean;
+  /** The peer released the lane of an endpoint on the detector: it is closing, nothing more goes out. */
+  #laneReleased = false;
 
   /** @internal (IllegalConstructorError from outside: use worker.connect(), connectToAddress() or a Listener) */
   static [kCreate](
@@ -283,9 +296,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     super();
     this.#worker = worker;
     this.#owner = worker;
+    this.#onDetector = workerHandle !== worker[kHandle];
     this.#stream = new StreamReceiver({
       worker,
-      openHandle: () => (this.#state === 'open' ? this.#handle : null),
+      openHandle: () => (this.#state === 'open' && !this.#onDetector ? this.#handle : null),
       stashed: () => worker[kStreamStashed](this),
       laneHandle: () => this.#lane,
       laneWaiting: (waiting) => worker[kLaneStreamWait](this, waiting),
@@ -301,7 +315,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.#failureTimeout = worker.context.failureTimeout;
     this.#watchdog = new FailureWatchdog({
       isOpen: () => this.#state === 'open',
-      probe: () => (this.#handle === null ? null : this.flush()),
+      probe: () => (this.#handle === null || (this.#laneReleased && this.#lane === null) ? null : this.flush()),
       stalled: (stalledMs) => this.#stalled(stalledMs),
     }, this.#failureTimeout);
     this.#id = endpoints.add(this);
@@ -536,6 +550,10 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       throw Object.assign(err, { operation: what });
     }
     this.#worker[kLive]('Endpoint');
+    if (this.#laneReleased && this.#lane === null && !PASSIVE.has(what)) {
+      // Over the detector's endpoint a message would reach a worker that serves nothing but the lane.
+      throw Object.assign(new ClosedError(`the Endpoint (${this.#peer}) (its peer is closing it)`), { operation: what });
+    }
     return this.#lane ?? this.#handle;
   }
 
@@ -586,14 +604,15 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /**
-   * @internal The peer released the lane: from now on this endpoint's operations go over #handle.
-   * Says whether operations of this endpoint are still in flight ('busy'; null: not this endpoint's lane).
+   * @internal The peer released the lane: from now on this endpoint's operations go over #handle, or,
+   * on the failure detector, nowhere (they throw ClosedError: the peer is closing). Says whether operations of this endpoint are still in flight ('busy'; null: not this endpoint's lane).
    */
   [kGiveUpLane](lane: bigint): 'idle' | 'busy' | null {
     if (this.#lane !== lane) return null;
     // The peer flushed the lane before it said BYE: every byte it sent there is here.
     this.#stream.drain(lane);
     this.#lane = null;
+    this.#laneReleased = this.#onDetector;
     this.#stream.laneGone();
     this.#worker[kLaneMapped](this, lane, false);
     // Keys unpacked on the lane are of no use on the PEER endpoint; the peer is closing anyway.
@@ -1075,11 +1094,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * The parameter block with a memory handle that a contiguous send of `count` bytes with `block` takes
    * on this endpoint, or null: where the profile's `peerRendezvousOwnMemh` applies (UCX 1.20), a send
    * that may go by rendezvous on an endpoint that may be in PEER mode (an accepted one's mode is not
-   * known here) gets a handle of ucxx-ts's own (src/engine/own-memh.ts).
+   * known here) gets a handle of ucxx-ts's own (src/engine/own-memh.ts). Not a send on a fast lane: a
+   * NONE-mode ucp_ep, which UCX 1.20.1 purges without the crash, and where the handle cost bulk sends
+   * about a tenth of their speed (docs/interoperability.md).
    */
   #ownMemhBlock(block: ParamBlock, count: number): ParamBlock | null {
     const requests = this.#worker[kRequests];
-    if (requests.ownMemh === null || this.#peerMode === false || count < OWN_MEMH_MIN) return null;
+    if (requests.ownMemh === null || this.#peerMode === false || this.#lane !== null || count < OWN_MEMH_MIN) return null;
     const params = requests.params;
     return block === params.send ? params.sendOwnMemh : block === params.amSend ? params.amSendOwnMemh : null;
   }

@@ -11,7 +11,7 @@
  * ```
  */
 import {
-  kCloseWithin, kCreate, kDefer, kHandle, kListenerClosed, kReadStreamAhead, kSettle, kUpdateBusy,
+  kCloseWithin, kCreate, kDefer, kDetector, kHandle, kListenerClosed, kReadStreamAhead, kSettle, kUpdateBusy,
   kWireupFlush,
 } from './internal/symbols.js';
 import { debug } from './internal/debug-log.js';
@@ -23,7 +23,7 @@ import { EventEmitter } from 'node:events';
 import { SlotTable } from './internal/slot-table.js';
 import { decodeSockaddr, encodeSockaddr, type SocketAddress } from './internal/sockaddr.js';
 import { peerKey, socketsOnPort } from './internal/port-sockets.js';
-import { answersLaneOffers, clientIdRelease, isUcxxTsClientId } from './internal/client-id.js';
+import { answersLaneOffers, clientIdRelease, isDetectorClientId, isUcxxTsClientId } from './internal/client-id.js';
 import { isLocalIp } from './internal/peer-locality.js';
 import { offerLane, publishHint } from './endpoint/fast-lane.js';
 import { Endpoint, type EndpointOptions, type PeerAddress } from './endpoint.js';
@@ -367,9 +367,11 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     // A ucxx-ts client on this host may take a fast lane (it asks by waiting for the offer).
     const lane = this.#laneHint !== null && id !== null && isUcxxTsClientId(id) && answersLaneOffers(id) &&
       address !== null && isLocalIp(address.host);
+    // A client's failure detector (worker/detector.ts): its connection exists for the lane only.
+    const detector = lane && isDetectorClientId(id);
     const decide = this.#decide;
     if (decide === undefined) {
-      this.#decided(connRequest, address, true, lane);
+      this.#decided(connRequest, address, true, lane, detector);
       return;
     }
     let verdict: unknown;
@@ -382,7 +384,7 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
       process.nextTick(() => { throw err; });
       return;
     }
-    this.#decided(connRequest, address, verdict === true, lane);
+    this.#decided(connRequest, address, verdict === true, lane, detector);
     if (typeof verdict !== 'boolean') {
       process.nextTick(() => {
         throw new InvalidArgumentError(`a listener's accept callback must return true or false, got ${show(verdict)}: ` +
@@ -408,8 +410,12 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     });
   }
 
-  /** Accepts or refuses a connection request still pending. */
-  #decided(connRequest: bigint, address: SocketAddress | null, ok: boolean, lane = false): void {
+  /**
+   * Accepts or refuses a connection request still pending. `lane`: a fast lane is offered; `fromDetector`:
+   * the client's failure detector made the request, so the endpoint goes on this worker's detector too
+   * and is handed out with its lane or not at all (the client then connects again without one).
+   */
+  #decided(connRequest: bigint, address: SocketAddress | null, ok: boolean, lane = false, fromDetector = false): void {
     if (!this.#pending.delete(connRequest) || this.#handle === null) return;
     const workerHandle = this.#worker[kHandle];
     if (!ok || workerHandle === null || this.#worker.closed) {
@@ -419,13 +425,16 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
     }
     let endpoint: Endpoint;
     const client = address === null ? null : addressText(address);
+    const detector = fromDetector ? this.#worker[kDetector]() : null;
+    detector?.hold(1);
     try {
-      endpoint = Endpoint[kCreate](INTERNAL, this.#owner, workerHandle, this.#endpointOptions, null, (params) => {
+      endpoint = Endpoint[kCreate](INTERNAL, this.#owner, detector?.handle ?? workerHandle, this.#endpointOptions, null, (params) => {
         params
           .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_CONN_REQUEST)
           .setPtr('conn_request', connRequest);
       }, `connection ${client === null ? '' : `from ${client} `}to listener :${this.#port}`, address);
     } catch (err) {
+      detector?.hold(-1);
       // ucp_ep_create consumed the request (UCX refused the client); nothing to hand out.
       const status = (err as { status?: unknown }).status;
       if (typeof status !== 'number') throw err;
@@ -434,7 +443,7 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
       if (this.listenerCount('connectionError') > 0) this.emit('connectionError', failure);
       return;
     }
-    // Read from now on (stream bytes stay on the PEER endpoint when a lane is taken).
+    // Read from now on (stream bytes stay on the PEER endpoint when a lane is taken; none come over a detector's).
     if (this.#worker.context.features.includes('stream')) endpoint[kReadStreamAhead]();
     // Hand the endpoint out once its wireup is complete (UCX 1.13 has mishandled sends posted before
     // that), but hand it out whatever happens: a client that sent and closed at once still left its
@@ -448,7 +457,15 @@ export class Listener extends EventEmitter<ListenerEvents> implements AsyncItera
         this.#deliver(endpoint);
         return;
       }
-      void offerLane(endpoint, this.#workerAddress()).then(() => this.#deliver(endpoint));
+      void offerLane(endpoint, this.#workerAddress()).then((taken) => {
+        detector?.hold(-1);
+        if (taken || !fromDetector) {
+          this.#deliver(endpoint);
+          return;
+        }
+        debug('listener on :%d: %s took no fast lane; closing its detector connection', this.#port, endpoint.peer);
+        void endpoint.close();
+      });
     };
     const timer = setTimeout(deliver, WIREUP_WAIT_MS);
     timer.unref();

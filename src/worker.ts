@@ -26,8 +26,9 @@ import {
   kAbandon, kAborted, kBindSignal, kCloseWithin, kFail, kCreate, kDefer, kDetachable, kEndpointByHandle, kEndpointRef,
   kEndpointClosed, kEndpointOpened, kLaneMapped, kLaneStreamWait, kPullStream, kStreamReady, kForceCloseAtExit, kHandle, kHold, kListenerClosed, kLive,
   kMaxAmHeader, kParkIfHeld, kProgressUntil, kReadStreamAhead, kReleased, kRequests, kSettle, kStreamStashed, kTagRecv,
-  kTeardownAtExit, kUcxRequest, kUpdateBusy, kWorkerClosed,
+  kTeardownAtExit, kUcxRequest, kUpdateBusy, kWorkerClosed, kDetector, kServeFastLane,
 } from './internal/symbols.js';
+import { Detector } from './worker/detector.js';
 import { asBytes, byteLengthOf, ffiMemory, optionsObject, toTag, type BufferSource, show, FULL_MASK } from './internal/bytes.js';
 import { buildIov } from './internal/iov.js';
 import { AmDispatcher, type AmMessage } from './active-message.js';
@@ -111,6 +112,17 @@ const PARKED_CHECK_MS = 250;
 /** The longest a fast-lane connect waits for the server's answer to its HELLO (ms; failureTimeout if shorter). */
 const LANE_ANSWER_WAIT_MAX_MS = 30_000;
 
+/** Where a connect goes, as its endpoint and its error messages need it. */
+interface ConnectTarget {
+  readonly host: string;
+  readonly port: number;
+  readonly ip: string;
+  readonly sockaddr: Buffer;
+  readonly mode: 'peer' | 'none';
+  /** A listener was seen on the port (this host) before connecting. */
+  readonly listenedBefore: boolean;
+}
+
 
 /**
  * A UCP worker: the progress engine and communication context of one thread, the owner of its
@@ -147,6 +159,11 @@ export class Worker {
   #refEndpoints = 0;
   /** False after `unref()`: nothing of this worker keeps the process alive. */
   #refed = true;
+  /** The failure detector of this worker's fast-lane connections (worker/detector.ts), once one is made. */
+  #detector: Detector | null = null;
+  /** What making the detector needs: the context's handle, and whether it has 'wakeup'. */
+  readonly #contextHandle: bigint;
+  readonly #wakeup: boolean;
 
   /** @internal Use `context.createWorker()` (IllegalConstructorError otherwise). */
   constructor(token: typeof INTERNAL, context: Context, contextHandle: bigint, options: WorkerOptions, wakeup: boolean) {
@@ -164,6 +181,8 @@ export class Worker {
       throw new ArgumentOutOfRangeError(`busyPollUs must be a number of microseconds in [0, 1e7], got ${show(busyPollUs)}`);
     }
     this.#context = context;
+    this.#contextHandle = contextHandle;
+    this.#wakeup = wakeup;
     const params = new StructBuffer(layouts.ucp_worker_params_t);
     // The client id marks this worker's connection requests as ucxx-ts's (src/internal/client-id.ts).
     params.setU64('field_mask', K.UCP_WORKER_PARAM_FIELD_THREAD_MODE | K.UCP_WORKER_PARAM_FIELD_CLIENT_ID)
@@ -297,8 +316,14 @@ export class Worker {
    */
   progress(): number {
     this[kLive]('Worker');
+    // The failure detector of the fast lanes too, at a sixteenth of the rate: its TCP poll is a system
+    // call, and a loop that calls this may not let the event loop (which wakes it) turn.
+    if (this.#detector !== null && (++this.#progressCalls & 15) === 0 && !this.#engine.inProgress) this.#detector.progress();
     return this.#engine.progress();
   }
+
+  /** `progress()` calls, for the detector's share. */
+  #progressCalls = 0;
 
   /**
    * Progresses synchronously until `request` completes, blocking the event loop meanwhile: the lowest
@@ -333,8 +358,12 @@ export class Worker {
     let spins = 0;
     while (!request.completed) {
       engine.progressOne();
-      if ((++spins & 1023) === 0 && performance.now() > deadline) {
-        throw errorFromStatus(UCS_ERR_TIMED_OUT, `progressUntil: not completed after ${timeoutMs} ms`);
+      if ((++spins & 1023) === 0) {
+        // The event loop, which wakes the detector, does not turn while this spins.
+        this.#detector?.progress();
+        if (performance.now() > deadline) {
+          throw errorFromStatus(UCS_ERR_TIMED_OUT, `progressUntil: not completed after ${timeoutMs} ms`);
+        }
       }
     }
   }
@@ -682,7 +711,6 @@ export class Worker {
       if (err instanceof InvalidArgumentError || err instanceof RangeError || !(err instanceof Error)) throw err;
       throw new InvalidAddressError(`connect: the host ${show(host)} cannot be resolved (${err.message})`, { cause: err });
     });
-    const handle = this[kLive]('Worker');
     // On a version whose default is NONE on this host, a connection to a listener of this process stays
     // in PEER mode: UCX 1.13 mishandles a NONE-mode client-server connection to itself (failed flushes on
     // close, a crash in its async thread when the process exits while connecting).
@@ -690,17 +718,49 @@ export class Worker {
     // Whether a listener is there, for the message of a refusal that may be a server refusing this
     // client's error mode (read now as well: a server that refuses may also exit at once).
     const listenedBefore = isLocalIp(ip) && listeningOnPortRecently(port) === true;
-    const endpoint = Endpoint[kCreate](INTERNAL, this, handle, options, mode, (params) => {
+    const target: ConnectTarget = { host, port, ip, sockaddr, mode, listenedBefore };
+    // A ucxx-ts listener of this host that offers fast lanes says so (endpoint/fast-lane.ts): then the
+    // connect waits for its offer.
+    const lane = fastLane && mode === 'peer' && isLocalIp(ip) && this.#context.features.includes('am') && hintPresent(port);
+    // The connection's PEER endpoint goes on the failure detector, so that this worker never polls TCP
+    // for it; it takes the lane or is closed, and the connect is made again without one.
+    const detector = lane ? this[kDetector]() : null;
+    if (detector !== null) {
+      detector.hold(1);
+      try {
+        const endpoint = await this.#open(detector.handle as bigint, options, target, true);
+        if (await this.#takeLane(endpoint)) {
+          debug('connect to %s:%d established (error handling peer, fast lane, failure detector)', host, port);
+          return endpoint;
+        }
+        debug('connect to %s:%d: no fast lane over the failure detector; connecting again without one', host, port);
+        await endpoint.close();
+      } finally {
+        detector.hold(-1);
+      }
+    }
+    const waitsForOffer = lane && detector === null;
+    const endpoint = await this.#open(this[kLive]('Worker'), options, target, waitsForOffer);
+    if (waitsForOffer) await this.#takeLane(endpoint);
+    debug('connect to %s:%d established (error handling %s%s)', host, port, mode, endpoint.fastLane ? ', fast lane' : '');
+    return endpoint;
+  }
+
+  /**
+   * Creates a client endpoint on `workerHandle` (this worker's, or its detector's) and waits for its
+   * wireup; `expect`: it waits for a fast-lane offer.
+   */
+  async #open(workerHandle: bigint, options: EndpointOptions, target: ConnectTarget, expect: boolean): Promise<Endpoint> {
+    const { host, port, ip, mode, listenedBefore } = target;
+    const sockaddr = target.sockaddr;
+    const endpoint = Endpoint[kCreate](INTERNAL, this, workerHandle, options, mode, (params) => {
       params
         .setU64('field_mask', params.getU64('field_mask') | K.UCP_EP_PARAM_FIELD_SOCK_ADDR | K.UCP_EP_PARAM_FIELD_FLAGS)
         .setU32('flags', Number(K.UCP_EP_PARAMS_FLAGS_CLIENT_SERVER | K.UCP_EP_PARAMS_FLAGS_SEND_CLIENT_ID))
         .setPtr('sockaddr.addr', addressOf(sockaddr))
         .setU32('sockaddr.addrlen', sockaddr.length);
     }, `${host}:${port}`, { host: ip, port });
-    // A ucxx-ts listener of this host that offers fast lanes says so (endpoint/fast-lane.ts): then the
-    // connect waits for its offer.
-    const lane = fastLane && mode === 'peer' && isLocalIp(ip) && this.#context.features.includes('am') && hintPresent(port);
-    if (lane) expectOffer(endpoint);
+    if (expect) expectOffer(endpoint);
     // As on an accepted endpoint: a server that sends and goes away at once leaves its stream bytes
     // here, where UCX would drop them with the endpoint before the application asks for them (a lane
     // taken later moves the reading to it).
@@ -731,17 +791,18 @@ export class Worker {
       debug(refusedStatus ? 'connect to %s:%d refused: %s' : 'connect to %s:%d failed: %s', host, port, (explained as Error).message);
       throw explained;
     }
-    if (lane) {
-      try {
-        const answerWaitMs = Math.min(this.#context.failureTimeout, LANE_ANSWER_WAIT_MAX_MS);
-        await takeLane(endpoint, () => this.#ownAddress(), HINT_WAIT_MS, answerWaitMs);
-      } catch (err) {
-        await endpoint.close();
-        throw err;
-      }
-    }
-    debug('connect to %s:%d established (error handling %s%s)', host, port, mode, endpoint.fastLane ? ', fast lane' : '');
     return endpoint;
+  }
+
+  /** Waits for the server's fast-lane offer and takes the lane; whether it did. Closes the endpoint when it throws. */
+  async #takeLane(endpoint: Endpoint): Promise<boolean> {
+    try {
+      const answerWaitMs = Math.min(this.#context.failureTimeout, LANE_ANSWER_WAIT_MAX_MS);
+      return await takeLane(endpoint, () => this.#ownAddress(), HINT_WAIT_MS, answerWaitMs);
+    } catch (err) {
+      await endpoint.close();
+      throw err;
+    }
   }
 
   /**
@@ -864,7 +925,10 @@ export class Worker {
     const deadline = performance.now() + 500;
     const busy = (): boolean => closing.some((request) => request !== null && !request.completed) ||
       [...this.#listeners].some((listener) => !listener[kSettle](false));
-    while (busy() && performance.now() < deadline) this.#engine.progress();
+    while (busy() && performance.now() < deadline) {
+      this.#engine.progress();
+      this.#detector?.progress();
+    }
     for (const listener of [...this.#listeners]) listener[kSettle](true);
     this.#stopParkedTimer();
     this.#engine.close();
@@ -888,6 +952,7 @@ export class Worker {
       request[kAbandon](reason);
     }
     this.#handle = null;
+    this.#detector?.destroy();
     ucx().ucp_worker_destroy(handle);
     this[kRequests].ownMemh?.close();
     for (const request of abandoned) this[kRequests].releaseSlot(request);
@@ -966,6 +1031,19 @@ export class Worker {
     return this.#handle;
   }
 
+  /**
+   * @internal The failure detector of fast-lane connections (worker/detector.ts), made on first use;
+   * null once the worker closes, or where the context lacks 'am' (no lanes).
+   */
+  [kDetector](): Detector | null {
+    if (this.#detector !== null) return this.#detector.handle === null ? null : this.#detector;
+    if (!this.#context.features.includes('am') || this.#handle === null || this.#closing !== undefined) return null;
+    const detector = new Detector(this.#contextHandle, newClientId(ucpVersion(), true, true), this.#wakeup);
+    this.#detector = detector;
+    this.#am[kServeFastLane](detector.handle as bigint);
+    return detector;
+  }
+
   /** @internal Runs `fn` after the current progress call returns (never from inside a UCX callback). */
   [kDefer](fn: () => void): void {
     this.#deferred.push(fn);
@@ -1009,6 +1087,7 @@ export class Worker {
     while (!done()) {
       if (this.#handle === null) return done();
       this.#engine.progress();
+      this.#detector?.progress();
       if (done()) return true;
       if (Date.now() > deadline) return false;
       await new Promise<void>((resolve) => setImmediate(resolve));

@@ -8,7 +8,7 @@
 import { after, before, describe, test } from 'node:test';
 import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
-import { Context, UcxError, createRemoteKeyFromSerialized, getDefaultErrorHandling, type AmMessage, type Endpoint, type EndpointOptions, type Worker } from 'ucxx-ts';
+import { Context, UcxError, createRemoteKeyFromSerialized, getDefaultErrorHandling, getDiagnostics, type AmMessage, type Endpoint, type EndpointOptions, type Worker } from 'ucxx-ts';
 import { Peer } from './helpers/peer.js';
 import { firstMismatch, pattern } from './helpers/pattern.js';
 import { within } from './helpers/deadline.js';
@@ -93,6 +93,63 @@ describe('the fast lane', () => {
       await endpoint.close();
     } finally {
       assert.equal(await peer.stop(), 0, peer.stderr);
+    }
+  });
+
+  test('each side keeps the PEER connections of its lanes on a failure detector of its own: one per worker, made at the first lane, gone with the worker', async () => {
+    // The worker that carries the data then polls no TCP interface (UCX polls every interface of a
+    // worker's endpoints in each progress call: an epoll_wait system call each; docs/interoperability.md).
+    const own = new Context();
+    const ownWorker = own.createWorker();
+    const peer = Peer.start('echo-peer');
+    try {
+      const { port } = await peer.next('ready');
+      const before = getDiagnostics().detectors;
+      assert.equal((await peer.call({ type: 'diagnostics' }, 'diagnostics'))['detectors'], 0, 'a listener makes its detector at its first lane');
+      const endpoints: Endpoint[] = [];
+      for (let i = 0; i < 3; i++) {
+        const endpoint = await ownWorker.connect('127.0.0.1', port as number, { errorHandling: 'peer' });
+        assert.equal(endpoint.fastLane, true);
+        assert.equal((await peer.next('connected'))['fastLane'], true);
+        endpoints.push(endpoint);
+        assert.equal(getDiagnostics().detectors, before + 1, 'one detector for all the connections of a worker');
+      }
+      await echo(ownWorker, endpoints[0] as Endpoint, 64 << 10, 7);
+      assert.equal((await peer.call({ type: 'diagnostics' }, 'diagnostics'))['detectors'], 1);
+      for (const endpoint of endpoints) await endpoint.close();
+      assert.equal(getDiagnostics().detectors, before + 1, 'the detector stays with its worker');
+      await ownWorker.close();
+      assert.equal(getDiagnostics().detectors, before, 'the worker took its detector with it');
+    } finally {
+      await own.close();
+      assert.equal(await peer.stop(), 0, peer.stderr);
+    }
+  });
+
+  test('a connection to a listener of its own worker takes no lane: its detector connection is dropped, the listener hands out exactly one endpoint, and messages flow', async () => {
+    const own = new Context();
+    const ownWorker = own.createWorker();
+    try {
+      const accepted: Endpoint[] = [];
+      const listener = ownWorker.listen({ host: '127.0.0.1', port: 0 }, (ep) => accepted.push(ep));
+      const endpoint = await ownWorker.connect('127.0.0.1', listener.port, { errorHandling: 'peer' });
+      assert.equal(endpoint.fastLane, false);
+      await within((async () => {
+        while (accepted.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      })(), 5000, 'the accepted endpoint');
+      const data = pattern(3, 4096);
+      const back = new Uint8Array(data.length);
+      const receive = ownWorker.tagRecv(back, 5n);
+      await endpoint.tagSend(data, 5n);
+      await receive;
+      assert.equal(firstMismatch(back, data), -1);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.equal(accepted.length, 1, 'one connection, one endpoint handed out');
+      assert.equal(accepted[0]?.fastLane, false);
+      await endpoint.close();
+      listener.close();
+    } finally {
+      await own.close();
     }
   });
 

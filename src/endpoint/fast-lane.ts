@@ -38,6 +38,12 @@
  * of the peer's message) fails only when its ucp_ep closes, which an idle lane never does, should the
  * peer's worker go.
  *
+ * The PEER endpoint of a client that found the hint lives on its worker's failure detector
+ * (worker/detector.ts), and the listener accepts it on its own: the worker that carries the data then
+ * polls no TCP interface. OFFER, DECLINE and NOPE arrive there, handled here as the worker's own. Such
+ * a connection takes the lane or is closed: the client connects again from its worker (which declines),
+ * and the listener hands out only the one with the lane.
+ *
  * Every message is a 16-byte AM header, little-endian: u32 'ucxl', u8 version (1), u8 kind, u16 0,
  * u64 token; sent with UCP_AM_SEND_FLAG_REPLY so that the receiver knows the endpoint.
  */

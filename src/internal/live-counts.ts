@@ -9,4 +9,6 @@ export const liveCounts = {
   mappings: 0,
   /** Handles ucxx-ts maps for operations itself (src/engine/own-memh.ts): kept or in flight. */
   operationMappings: 0,
+  /** Failure-detector workers (worker/detector.ts) not yet destroyed. */
+  detectors: 0,
 };

@@ -138,3 +138,7 @@ export const kStreamReady: unique symbol = Symbol('ucxx-ts.streamReady');
 export const kLaneStreamWait: unique symbol = Symbol('ucxx-ts.laneStreamWait');
 /** `worker[kLaneMapped](endpoint, ep, on)`: a fast lane's ucp_ep names its Endpoint as reply endpoint (or no more). */
 export const kLaneMapped: unique symbol = Symbol('ucxx-ts.laneMapped');
+/** `worker[kDetector]()`: the worker's failure detector (worker/detector.ts), made on first use; null where it cannot be. */
+export const kDetector: unique symbol = Symbol('ucxx-ts.detector');
+/** `dispatcher[kServeFastLane](handle)`: the fast lane's AM id is this dispatcher's on another ucp_worker too (its detector). */
+export const kServeFastLane: unique symbol = Symbol('ucxx-ts.serveFastLane');

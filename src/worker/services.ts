@@ -5,7 +5,7 @@
  */
 import type { Worker } from '../worker.js';
 import type {
-  kAborted, kDefer, kEndpointByHandle, kEndpointClosed, kEndpointRef, kHandle, kHold, kLaneMapped, kListenerClosed, kLive,
+  kAborted, kDefer, kDetector, kEndpointByHandle, kEndpointClosed, kEndpointRef, kHandle, kHold, kLaneMapped, kListenerClosed, kLive,
   kMaxAmHeader, kParkIfHeld, kProgressUntil, kRequests, kTagRecv, kUpdateBusy,
 } from '../internal/symbols.js';
 
@@ -19,9 +19,9 @@ export type EndpointServices = Pick<Worker,
   typeof kDefer | typeof kEndpointClosed | typeof kEndpointRef | typeof kMaxAmHeader | typeof kParkIfHeld |
   typeof kLaneMapped | 'context' | 'fence' | 'tagProbe'>;
 
-/** A Listener's: the worker handle to listen on, deferral out of UCX callbacks, and its busy state. */
+/** A Listener's: the worker handle to listen on, its failure detector (for fast-lane clients), deferral out of UCX callbacks, and its busy state. */
 export type ListenerServices = Pick<Worker,
-  typeof kHandle | typeof kDefer | typeof kListenerClosed | typeof kUpdateBusy | 'closed' | 'context'>;
+  typeof kHandle | typeof kDetector | typeof kDefer | typeof kListenerClosed | typeof kUpdateBusy | 'closed' | 'context'>;
 
 /** The AM dispatcher's: the request engine (rendezvous receives), reply endpoints by handle, busy state. */
 export type AmServices = Pick<Worker, typeof kRequests | typeof kEndpointByHandle | typeof kUpdateBusy>;

@@ -5,7 +5,7 @@
  * rest. All data goes through UCX; IPC carries control only.
  */
 import '../helpers/peer-errors.js';
-import { Context, type Endpoint } from 'ucxx-ts';
+import { Context, getDiagnostics, type Endpoint } from 'ucxx-ts';
 import { pattern } from '../helpers/pattern.js';
 import { sharedMappings } from '../helpers/shared-mappings.js';
 
@@ -135,6 +135,9 @@ process.on('message', (command: {
       }
       case 'shm-maps':
         send({ type: 'shm-maps', count: sharedMappings() });
+        break;
+      case 'diagnostics':
+        send({ type: 'diagnostics', ...getDiagnostics() });
         break;
       case 'close-last':
         await endpoints.at(-1)?.close();
