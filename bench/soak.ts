@@ -570,6 +570,11 @@ async function driver(): Promise<void> {
     createRemoteKeyFromSerialized(self, region.createRemoteKey().serialize()).close();
     region.close();
     await self.close();
+    // The first fast lane makes each side's failure detector, a second worker that lives as long as its
+    // worker (src/worker/detector.ts: some ten fds of its own), and leaves the lane idle for the next.
+    const laned = await worker.connect('127.0.0.1', setup.port, { errorHandling: 'peer' });
+    await laned.tagSend(new Uint8Array(8), TAG_PING);
+    await laned.close();
   }
   const baseline = (await sample(0, 0)).objects;
   const peerBaseline = (await peerProcess.sample()).objects;
