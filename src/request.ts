@@ -13,6 +13,7 @@
  * if (!req.completed) await req;           // or `await req.promise`: cheaper in hot loops
  * ```
  */
+import { lastLoopTurn, noteLoopTurn } from './internal/loop-turn.js';
 import { UCS_ERR_CANCELED, UCS_ERR_MESSAGE_TRUNCATED, UCS_INPROGRESS, UCS_OK } from './ffi/index.js';
 import { CanceledError, errorFromStatus, type UcxError } from './errors/index.js';
 import { INTERNAL, checkConstructorToken } from './errors/misuse.js';
@@ -38,19 +39,21 @@ const kWhat: unique symbol = Symbol('ucxx-ts.what');
  * flush, a message already there) run on microtasks only, so a loop of them would never let the event
  * loop turn: no timer, signal, I/O or worker progress (the peer-failure reports) would run. Every
  * SETTLED_AWAITS_PER_CHECK such awaits the clock is read, and once SETTLED_SLICE_MS passed since the
- * last time one did, that await resolves through a macrotask (setImmediate) instead.
+ * event loop last turned (this yield, or a polling slice of a progress engine: internal/loop-turn.ts),
+ * that await resolves through a macrotask (setImmediate) instead. A polling engine turns the loop
+ * every slice: had its awaits yielded too, each would have waited for the engine's next slice, up to
+ * a slice per yield (ms at the 99.9th percentile of an awaited ping-pong).
  */
 const SETTLED_AWAITS_PER_CHECK = 64;
 const SETTLED_SLICE_MS = 2;
 let settledAwaits = 0;
-let settledSliceStart = 0;
 
 /** Whether this await of a settled request should go through a macrotask (see SETTLED_SLICE_MS). */
 function settledAwaitYields(): boolean {
   if ((++settledAwaits & (SETTLED_AWAITS_PER_CHECK - 1)) !== 0) return false;
   const now = performance.now();
-  if (now - settledSliceStart < SETTLED_SLICE_MS) return false;
-  settledSliceStart = now;
+  if (now - lastLoopTurn() < SETTLED_SLICE_MS) return false;
+  noteLoopTurn(now);
   return true;
 }
 

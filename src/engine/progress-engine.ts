@@ -24,6 +24,7 @@
 import { OutCell, UCS_ERR_BUSY, UCS_OK, pollReadable, ucx, type FdWatch } from '../ffi/index.js';
 import { errorFromStatus } from '../errors/index.js';
 import { progressOnce } from './completions.js';
+import { noteLoopTurn } from '../internal/loop-turn.js';
 import { InvalidArgumentError } from '../errors/misuse.js';
 
 /**
@@ -220,7 +221,9 @@ export class ProgressEngine {
   /** Starts a slice of polling steps (a macrotask: the event loop turned before it). */
   readonly #spin = (): void => {
     if (this.#closed) return;
-    this.#sliceEnd = performance.now() + SLICE_MS;
+    const now = performance.now();
+    noteLoopTurn(now);
+    this.#sliceEnd = now + SLICE_MS;
     this.#step();
   };
 
