@@ -40,8 +40,13 @@ const MAX_PROGRESS_PER_DRAIN = 1024;
 const EVENT_WATCHDOG_MS = 100;
 /** Default grace periods (microseconds of polling after the last activity before sleeping). */
 export const DEFAULT_BUSY_POLL_US = { event: 50, polling: 1000, manual: 0 } as const;
-/** How long polling runs in microtasks before it lets the event loop turn. */
-const SLICE_MS = 0.2;
+/**
+ * How long polling runs in microtasks before it lets the event loop turn: I/O and timers wait up to
+ * this long while a worker polls. A turn costs a few microseconds and falls inside one operation, so
+ * with 1-2 us round trips a slice of 0.2 ms put a turn in about 1% of them, on each side (the p99 of a
+ * ping-pong); 1 ms puts it below the 99th percentile (docs/performance.md).
+ */
+const SLICE_MS = 1;
 /** Polling steps between two clock reads (a power of two). */
 const STEPS_PER_CHECK = 8;
 /**
