@@ -142,7 +142,7 @@ export interface UcxxRow {
   /** By column key. */
   figures: Record<string, number | null>;
   raw: Record<string, Measurement>;
-  /** By 'ucxx-ts/<column>' and 'ucxx-ts:await/<column>'. */
+  /** By 'ucxx-ts:spin/<column>', 'ucxx-ts/<column>' and 'ucxx-ts:await/<column>'. */
   ratios: Record<string, number | null>;
 }
 
@@ -279,8 +279,8 @@ export function consoleTable(report: BenchReport): string {
 
 /** The ratio columns of the ucxx table: ucxx-ts (tuned or awaited) over a ucxx column. */
 const UCXX_RATIOS: [string, string][] = [
-  ['ucxx-ts/ucxx-cpp', 'ts/C++'], ['ucxx-ts:await/ucxx-cpp', 'await/C++'],
-  ['ucxx-ts/ucxx-cpp:p99', 'ts/C++ p99'], ['ucxx-ts:await/ucxx-cpp:p99', 'await/C++ p99'], ['ucxx-ts/py-polling', 'ts/Py poll'],
+  ['ucxx-ts:spin/ucxx-cpp', 'spin/C++'], ['ucxx-ts/ucxx-cpp', 'ts/C++'], ['ucxx-ts:await/ucxx-cpp', 'await/C++'],
+  ['ucxx-ts:spin/ucxx-cpp:p99', 'spin/C++ p99'], ['ucxx-ts/ucxx-cpp:p99', 'ts/C++ p99'], ['ucxx-ts:await/ucxx-cpp:p99', 'await/C++ p99'], ['ucxx-ts/py-polling', 'ts/Py poll'],
   ['ucxx-ts/py-thread', 'ts/Py thread'], ['ucxx-ts/py-core', 'ts/Py core'],
 ];
 

@@ -807,6 +807,7 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
     if (/AM not implemented/.test(probe.stderr + probe.stdout)) amMissing = 'ucxx Python\'s send_recv raises "AM not implemented yet" for --enable-am (ucxx 0.52)';
   }
   const columns: UcxxColumn[] = [
+    { key: 'ucxx-ts:spin', label: 'ucxx-ts spin', mode: 'ucxx-perf --local -P spin (the tuned loop: a manual worker busy-polled by progressUntil, as ucxx C++ calls worker->progress() in a loop; awaits nothing); PEER rows add -e', ucx: ucxxTsUcx },
     { key: 'ucxx-ts', label: 'ucxx-ts', mode: 'ucxx-perf --local -P polling (Promises, tuned: awaits only what is pending); PEER rows add -e', ucx: ucxxTsUcx },
     { key: 'ucxx-ts:await', label: 'ucxx-ts await', mode: 'the same with -A (every request awaited, the README\'s idiom); latency rows only', ucx: ucxxTsUcx },
     { key: 'ucxx-cpp', label: 'ucxx C++', mode: `bench/ucxx-cpp/ucxx_bench.cpp on libucxx 0.52 (worker->progress() polling; tag_lat ping-pong, half the round trip; tag_bw a window of ${UCXX_WINDOW} sends); endpointErrorHandling true in PEER rows, false in NONE rows`, ucx: null },
@@ -828,10 +829,11 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
       const { iterations, warmup } = ucxxIterations(kind, size, options.short);
       const point: Point = { test, size, iterations, warmup, outstanding: UCXX_WINDOW };
       const raw: Record<string, Measurement> = {};
-      const ts = (awaited: boolean): TestSpec => ({
-        kind, c: null, net: null, base: test, progress: 'polling',
+      const ts = (awaited: boolean, progress = 'polling'): TestSpec => ({
+        kind, c: null, net: null, base: test, progress,
         ucxxExtra: [...(errors === 'peer' ? ['-e'] : []), ...(awaited ? ['-A'] : [])],
       });
+      raw['ucxx-ts:spin'] = await runUcxx(point, { progress: 'spin', memory: options.memory }, ts(false, 'spin'));
       raw['ucxx-ts'] = await runUcxx(point, { progress: 'polling', memory: options.memory }, ts(false));
       raw['ucxx-ts:await'] = kind === 'latency' ? await runUcxx(point, { progress: 'polling', memory: options.memory }, ts(true))
         : { status: 'n/a', error: 'the awaited style is measured for latency only' };
@@ -861,13 +863,13 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
         figures[c.key] = typeof v === 'number' && Number.isFinite(v) ? v : null;
       }
       const ratios: Record<string, number | null> = {};
-      for (const [ours, other] of [['ucxx-ts', 'ucxx-cpp'], ['ucxx-ts:await', 'ucxx-cpp'], ['ucxx-ts', 'py-polling'], ['ucxx-ts', 'py-thread'], ['ucxx-ts', 'py-core']] as const) {
+      for (const [ours, other] of [['ucxx-ts:spin', 'ucxx-cpp'], ['ucxx-ts', 'ucxx-cpp'], ['ucxx-ts:await', 'ucxx-cpp'], ['ucxx-ts', 'py-polling'], ['ucxx-ts', 'py-thread'], ['ucxx-ts', 'py-core']] as const) {
         const a = figures[ours];
         const b = figures[other];
         ratios[`${ours}/${other}`] = a == null || b == null || b === 0 ? null : round(a / b, 4);
       }
       // The tails: ucxx-ts's p99 (tuned, awaited) over ucxx C++'s, latency rows only.
-      for (const ours of ['ucxx-ts', 'ucxx-ts:await'] as const) {
+      for (const ours of ['ucxx-ts:spin', 'ucxx-ts', 'ucxx-ts:await'] as const) {
         const a = kind === 'latency' && raw[ours]?.status === 'ok' ? raw[ours].latency_us?.p99 : null;
         const b = kind === 'latency' && raw['ucxx-cpp']?.status === 'ok' ? raw['ucxx-cpp'].latency_us?.p99 : null;
         ratios[`${ours}/ucxx-cpp:p99`] = typeof a === 'number' && typeof b === 'number' && b > 0 ? round(a / b, 4) : null;
@@ -891,11 +893,12 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
   target('tag_lat', 8, 'peer', 'ucxx-ts/py-polling', 1 / 3, 'max', 'ucxx-ts at least 3x faster than ucxx Python\'s async API, both polling');
   target('tag_lat', MiB, 'peer', 'ucxx-ts/py-polling', 1, 'max', 'ucxx-ts not slower than ucxx Python\'s async API, both polling');
   for (const errors of ['none', 'peer'] as const) {
-    target('tag_lat', 8, errors, 'ucxx-ts/ucxx-cpp', 1, 'max', 'ucxx-ts tuned mean at or below ucxx C++\'s');
+    target('tag_lat', 8, errors, 'ucxx-ts:spin/ucxx-cpp', 1, 'max', 'ucxx-ts tuned (spin) mean at or below ucxx C++\'s');
     target('tag_lat', 8, errors, 'ucxx-ts:await/ucxx-cpp', 1.5, 'max', 'ucxx-ts awaited mean within 1.5x of ucxx C++\'s');
-    target('tag_lat', 8, errors, 'ucxx-ts/ucxx-cpp:p99', 2, 'max', 'ucxx-ts tuned p99 within 2x of ucxx C++\'s');
+    target('tag_lat', 8, errors, 'ucxx-ts:spin/ucxx-cpp:p99', 2, 'max', 'ucxx-ts tuned (spin) p99 within 2x of ucxx C++\'s');
     target('tag_lat', 8, errors, 'ucxx-ts:await/ucxx-cpp:p99', 2, 'max', 'ucxx-ts awaited p99 within 2x of ucxx C++\'s');
-    target('tag_bw', MiB, errors, 'ucxx-ts/ucxx-cpp', 0.95, 'min', 'ucxx-ts bandwidth at least 0.95x ucxx C++\'s');
+    target('tag_bw', MiB, errors, 'ucxx-ts:spin/ucxx-cpp', 0.95, 'min', 'ucxx-ts tuned (spin) bandwidth at least 0.95x ucxx C++\'s');
+    target('tag_bw', MiB, errors, 'ucxx-ts/ucxx-cpp', 0.95, 'min', 'ucxx-ts polling bandwidth at least 0.95x ucxx C++\'s');
   }
   const notes = [
     'Every figure is a mean: latency is the one-way time (half the round trip of a ping-pong), bandwidth the message size over that time for the ping-pong columns, over the stream for tag_bw. Each point runs once. The p99 columns compare 99th percentiles of the same runs (ucxx-perf\'s and bench/ucxx-cpp\'s, both over every iteration), latency rows only.',
