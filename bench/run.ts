@@ -704,7 +704,7 @@ function buildUcxxCpp(wheel: UcxxWheel): { binary: string } | { error: string } 
 }
 
 /** The ucxx C++ program at one point: its JSON line. */
-async function runUcxxCpp(binary: string, test: 'tag_lat' | 'tag_bw', size: number, n: number, w: number, errors: 'peer' | 'none'): Promise<Measurement> {
+async function runUcxxCpp(binary: string, test: 'tag_lat' | 'tag_bw' | 'stream_bw', size: number, n: number, w: number, errors: 'peer' | 'none'): Promise<Measurement> {
   const timeoutS = timeoutFor(size, n + w);
   const run = start(binary, [test, String(size), String(n), String(w), String(UCXX_WINDOW), errors], timeoutS);
   const r = await run.done;
@@ -775,8 +775,8 @@ async function runUcxxPython(python: string, mode: PyMode, size: number, n: numb
  * Small messages get 10,000 round trips of warm-up: with 1,000, ucxx-ts's 8 B mean over the next 5,000
  * was 12.6-13.4 us against 1.8-2.6 after 10,000 (V8 still compiling: iterationsFor).
  */
-function ucxxIterations(kind: 'latency' | 'bandwidth', size: number, short: boolean): { iterations: number; warmup: number } {
-  if (kind === 'bandwidth') return iterationsFor('tag_bw', size, short);
+function ucxxIterations(test: string, kind: 'latency' | 'bandwidth', size: number, short: boolean): { iterations: number; warmup: number } {
+  if (kind === 'bandwidth') return iterationsFor(test, size, short);
   if (short) return size >= MiB ? { iterations: 50, warmup: 10 } : { iterations: 500, warmup: 50 };
   return size >= MiB ? { iterations: 500, warmup: 100 } : { iterations: 5000, warmup: 10_000 };
 }
@@ -822,11 +822,12 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
     { test: 'tag_lat', errors: 'none' }, { test: 'tag_lat', errors: 'peer' },
     ...(amMissing === null ? [{ test: 'am_lat', errors: 'none' as const }, { test: 'am_lat', errors: 'peer' as const }] : []),
     { test: 'tag_bw', errors: 'none' }, { test: 'tag_bw', errors: 'peer' },
+    { test: 'stream_bw', errors: 'none' }, { test: 'stream_bw', errors: 'peer' },
   ];
   for (const { test, errors } of lat) {
-    const kind = test === 'tag_bw' ? 'bandwidth' as const : 'latency' as const;
+    const kind = test === 'tag_bw' || test === 'stream_bw' ? 'bandwidth' as const : 'latency' as const;
     for (const size of UCXX_SIZES) {
-      const { iterations, warmup } = ucxxIterations(kind, size, options.short);
+      const { iterations, warmup } = ucxxIterations(test, kind, size, options.short);
       const point: Point = { test, size, iterations, warmup, outstanding: UCXX_WINDOW };
       const raw: Record<string, Measurement> = {};
       const ts = (awaited: boolean, progress = 'polling'): TestSpec => ({
@@ -840,7 +841,7 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
       if (test === 'am_lat') raw['ucxx-cpp'] = { status: 'n/a', error: 'bench/ucxx-cpp/ucxx_bench.cpp has the tag tests only, as ucxx\'s perftest' };
       else if ('error' in cpp) raw['ucxx-cpp'] = { status: 'failed', error: cpp.error };
       else {
-        raw['ucxx-cpp'] = await runUcxxCpp(cpp.binary, test as 'tag_lat' | 'tag_bw', size, iterations, warmup, errors);
+        raw['ucxx-cpp'] = await runUcxxCpp(cpp.binary, test as 'tag_lat' | 'tag_bw' | 'stream_bw', size, iterations, warmup, errors);
         cppUcx ??= (raw['ucxx-cpp'].detail?.['ucx'] as string | undefined) ?? null;
       }
       for (const k of Object.keys(PY_MODES) as PyMode[]) {
@@ -849,7 +850,7 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
           : pyError !== null ? { status: 'failed', error: pyError }
           : await runUcxxPython(python, k, size, iterations, warmup, test === 'am_lat', options.short);
       }
-      // The main table's rows: tag_lat / tag_bw are NONE, tag_lat:peer / tag_bw:peer PEER.
+      // The main table's rows: tag_lat / tag_bw / stream_bw are NONE, their :peer rows PEER.
       const main = results.find((r) => r.test === (errors === 'peer' ? `${test}:peer` : test) && r.size === size);
       for (const impl of ['ucx_perftest', 'net-tcp']) {
         const m = main?.raw[impl];
@@ -899,9 +900,10 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
     target('tag_lat', 8, errors, 'ucxx-ts:await/ucxx-cpp:p99', 2, 'max', 'ucxx-ts awaited p99 within 2x of ucxx C++\'s');
     target('tag_bw', MiB, errors, 'ucxx-ts:spin/ucxx-cpp', 0.95, 'min', 'ucxx-ts tuned (spin) bandwidth at least 0.95x ucxx C++\'s');
     target('tag_bw', MiB, errors, 'ucxx-ts/ucxx-cpp', 0.95, 'min', 'ucxx-ts polling bandwidth at least 0.95x ucxx C++\'s');
+    target('stream_bw', MiB, errors, 'ucxx-ts:spin/ucxx-cpp', 0.95, 'min', 'ucxx-ts tuned (spin) bandwidth at least 0.95x ucxx C++\'s');
   }
   const notes = [
-    'Every figure is a mean: latency is the one-way time (half the round trip of a ping-pong), bandwidth the message size over that time for the ping-pong columns, over the stream for tag_bw. Each point runs once. The p99 columns compare 99th percentiles of the same runs (ucxx-perf\'s and bench/ucxx-cpp\'s, both over every iteration), latency rows only.',
+    'Every figure is a mean: latency is the one-way time (half the round trip of a ping-pong), bandwidth the message size over that time for the ping-pong columns, over the stream for tag_bw and stream_bw. Each point runs once. The p99 columns compare 99th percentiles of the same runs (ucxx-perf\'s and bench/ucxx-cpp\'s, both over every iteration), latency rows only.',
     `ucxx C++ and ucxx Python run on the libucx wheel's UCX (${pyUcx ?? cppUcx ?? '?'}) whatever UCX ucxx-ts runs on (here ${ucxxTsUcx ?? '?'}): ucxx 0.52 needs UCX 1.18 or later.`,
     ...(amMissing !== null ? [`No am_lat rows: ${amMissing}.`] : []),
   ];

@@ -1,17 +1,20 @@
 /*
  * ucxx_bench: the ucxx C++ column of `npm run bench`. A two-process tag benchmark written with real
  * libucxx's public API (the libucxx-cu12 wheel, ucxx 0.52: context, worker, listener and endpoint
- * builders, tagSend / tagRecv requests, worker->progress() polling), the way a ucxx user writes one,
- * with the loops of ucxx's perftest and ucx_perftest:
+ * builders, tagSend / tagRecv and streamSend / streamRecv requests, worker->progress() polling), the
+ * way a ucxx user writes one, with the loops of ucxx's perftest and ucx_perftest:
  *   tag_lat  ping-pong: the client posts its receive and sends, the server receives and sends back;
  *            latency is half the round trip (p50, p99 over every iteration; mean over the whole loop).
  *   tag_bw   one-way stream from client to server with a sliding window of WINDOW outstanding sends
  *            (and WINDOW posted receives on the server), ended by an 8-byte ack from the server, so the
  *            client's time includes delivery; bandwidth is SIZE * ITERATIONS / time.
+ *   stream_bw  the same with stream messages: WINDOW outstanding streamSends, the server receiving
+ *            each message whole (ucxx's stream receive completes once its buffer is full), one at a time
+ *            as ucx_perftest's stream_bw does; the ack is a tag message.
  * The bench builds it with g++ against .venv's wheels (bench/run.ts, the way test/helpers/ucxx-wheel.ts
  * builds the C++ test peers): it needs the wheel's UCX (1.20) at run time, found through its RPATH.
  *
- * Usage: ucxx_bench TEST SIZE ITERATIONS WARMUP WINDOW peer|none
+ * Usage: ucxx_bench tag_lat|tag_bw|stream_bw SIZE ITERATIONS WARMUP WINDOW peer|none
  *   One host: forks a server child before any UCX call (it listens on port 0 and hands its port over
  *   a pipe), then connects to it on 127.0.0.1. peer|none: the endpoints' error handling (ucxx's
  *   endpointErrorHandling(true) = UCP_ERR_HANDLING_MODE_PEER, false = NONE), the same on both sides.
@@ -82,6 +85,16 @@ struct Side {
     return endpoint->tagRecvBuilder(p, n, tag, ucxx::TagMaskFull).build();
   }
 
+  std::shared_ptr<ucxx::Request> streamSend(const void* p, size_t n)
+  {
+    return endpoint->streamSendBuilder(p, n).build();
+  }
+
+  std::shared_ptr<ucxx::Request> streamRecv(void* p, size_t n)
+  {
+    return endpoint->streamRecvBuilder(p, n).build();
+  }
+
   // A bounded close: a peer that closed first must not keep this side waiting.
   void close()
   {
@@ -130,6 +143,13 @@ void serve(const Options& o, int portPipe)
     for (size_t i = 0; i < total; i++) {
       side.wait(side.recv(buf.data(), o.size, TAG_PING));
       side.wait(side.send(buf.data(), o.size, TAG_PONG));
+    }
+  } else if (o.test == "stream_bw") {
+    for (size_t phase = 0; phase < 2; phase++) {
+      size_t n = phase == 0 ? o.warmup : o.iterations;
+      for (size_t i = 0; i < n; i++) side.wait(side.streamRecv(buf.data(), o.size));
+      uint64_t ack = n;
+      side.wait(side.send(&ack, sizeof ack, TAG_ACK));
     }
   } else {
     // Warm-up, then the measured stream: each ends with an ack.
@@ -198,7 +218,8 @@ void client(const Options& o, uint16_t port)
       size_t posted = 0;
       while (posted < n || !inflight.empty()) {
         while (posted < n && inflight.size() < o.window) {
-          inflight.push_back(side.send(out.data(), o.size, TAG_PING));
+          inflight.push_back(o.test == "stream_bw" ? side.streamSend(out.data(), o.size)
+                                                   : side.send(out.data(), o.size, TAG_PING));
           posted++;
         }
         // The oldest send first: sends complete in order on one endpoint.
@@ -207,7 +228,7 @@ void client(const Options& o, uint16_t port)
       }
       uint64_t ack = 0;
       side.wait(side.recv(&ack, sizeof ack, TAG_ACK));
-      if (ack != n) fail("tag_bw: the server acknowledged " + std::to_string(ack) + " of " + std::to_string(n));
+      if (ack != n) fail(o.test + ": the server acknowledged " + std::to_string(ack) + " of " + std::to_string(n));
       if (phase == 1) seconds = std::chrono::duration<double>(Clock::now() - begin).count();
     }
   }
@@ -242,7 +263,7 @@ void client(const Options& o, uint16_t port)
 
 int main(int argc, char** argv)
 {
-  if (argc != 7) fail("usage: ucxx_bench tag_lat|tag_bw SIZE ITERATIONS WARMUP WINDOW peer|none");
+  if (argc != 7) fail("usage: ucxx_bench tag_lat|tag_bw|stream_bw SIZE ITERATIONS WARMUP WINDOW peer|none");
   Options o;
   o.test          = argv[1];
   o.size          = std::stoull(argv[2]);
@@ -250,7 +271,7 @@ int main(int argc, char** argv)
   o.warmup        = std::stoull(argv[4]);
   o.window        = std::max<size_t>(1, std::stoull(argv[5]));
   o.errorHandling = std::string(argv[6]) == "peer";
-  if (o.test != "tag_lat" && o.test != "tag_bw") fail("unknown test " + o.test);
+  if (o.test != "tag_lat" && o.test != "tag_bw" && o.test != "stream_bw") fail("unknown test " + o.test);
   if (std::string(argv[6]) != "peer" && std::string(argv[6]) != "none") fail("error handling: peer or none");
   if (o.iterations == 0) fail("ITERATIONS must be at least 1");
 
