@@ -775,8 +775,8 @@ async function runUcxxPython(python: string, mode: PyMode, size: number, n: numb
  * Small messages get 10,000 round trips of warm-up: with 1,000, ucxx-ts's 8 B mean over the next 5,000
  * was 12.6-13.4 us against 1.8-2.6 after 10,000 (V8 still compiling: iterationsFor).
  */
-function ucxxIterations(test: string, kind: 'latency' | 'bandwidth', size: number, short: boolean): { iterations: number; warmup: number } {
-  if (kind === 'bandwidth') return iterationsFor(test, size, short);
+function ucxxIterations(test: string, size: number, short: boolean): { iterations: number; warmup: number } {
+  if (specOf(test).kind !== 'latency') return iterationsFor(test, size, short);
   if (short) return size >= MiB ? { iterations: 50, warmup: 10 } : { iterations: 500, warmup: 50 };
   return size >= MiB ? { iterations: 500, warmup: 100 } : { iterations: 5000, warmup: 10_000 };
 }
@@ -810,7 +810,7 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
     { key: 'ucxx-ts:spin', label: 'ucxx-ts spin', mode: 'ucxx-perf --local -P spin (the tuned loop: a manual worker busy-polled by progressUntil, as ucxx C++ calls worker->progress() in a loop; awaits nothing); PEER rows add -e', ucx: ucxxTsUcx },
     { key: 'ucxx-ts', label: 'ucxx-ts', mode: 'ucxx-perf --local -P polling (Promises, tuned: awaits only what is pending); PEER rows add -e', ucx: ucxxTsUcx },
     { key: 'ucxx-ts:await', label: 'ucxx-ts await', mode: 'the same with -A (every request awaited, the README\'s idiom); latency rows only', ucx: ucxxTsUcx },
-    { key: 'ucxx-cpp', label: 'ucxx C++', mode: `bench/ucxx-cpp/ucxx_bench.cpp on libucxx 0.52 (worker->progress() polling; tag_lat ping-pong, half the round trip; tag_bw a window of ${UCXX_WINDOW} sends); endpointErrorHandling true in PEER rows, false in NONE rows`, ucx: null },
+    { key: 'ucxx-cpp', label: 'ucxx C++', mode: `bench/ucxx-cpp/ucxx_bench.cpp on libucxx 0.52 (worker->progress() polling; tag_lat ping-pong, half the round trip; tag_bw and stream_bw a window of ${UCXX_WINDOW} sends); endpointErrorHandling true in PEER rows, false in NONE rows`, ucx: null },
     ...(Object.keys(PY_MODES) as PyMode[]).map((k) => ({
       key: k, label: PY_MODES[k].label, mode: `${PY_MODES[k].mode}, --reuse-alloc, numpy buffers; one-way = its "Latency" (its round trip / 2); ping-pong only, PEER only`, ucx: pyUcx,
     })),
@@ -825,9 +825,9 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
     { test: 'stream_bw', errors: 'none' }, { test: 'stream_bw', errors: 'peer' },
   ];
   for (const { test, errors } of lat) {
-    const kind = test === 'tag_bw' || test === 'stream_bw' ? 'bandwidth' as const : 'latency' as const;
+    const kind = specOf(test).kind === 'latency' ? 'latency' as const : 'bandwidth' as const;
     for (const size of UCXX_SIZES) {
-      const { iterations, warmup } = ucxxIterations(test, kind, size, options.short);
+      const { iterations, warmup } = ucxxIterations(test, size, options.short);
       const point: Point = { test, size, iterations, warmup, outstanding: UCXX_WINDOW };
       const raw: Record<string, Measurement> = {};
       const ts = (awaited: boolean, progress = 'polling'): TestSpec => ({
@@ -838,7 +838,7 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
       raw['ucxx-ts'] = await runUcxx(point, { progress: 'polling', memory: options.memory }, ts(false));
       raw['ucxx-ts:await'] = kind === 'latency' ? await runUcxx(point, { progress: 'polling', memory: options.memory }, ts(true))
         : { status: 'n/a', error: 'the awaited style is measured for latency only' };
-      if (test === 'am_lat') raw['ucxx-cpp'] = { status: 'n/a', error: 'bench/ucxx-cpp/ucxx_bench.cpp has the tag tests only, as ucxx\'s perftest' };
+      if (test === 'am_lat') raw['ucxx-cpp'] = { status: 'n/a', error: 'bench/ucxx-cpp/ucxx_bench.cpp has tag and stream tests only (ucxx\'s perftest: tag only)' };
       else if ('error' in cpp) raw['ucxx-cpp'] = { status: 'failed', error: cpp.error };
       else {
         raw['ucxx-cpp'] = await runUcxxCpp(cpp.binary, test as 'tag_lat' | 'tag_bw' | 'stream_bw', size, iterations, warmup, errors);
@@ -869,7 +869,7 @@ async function runUcxxComparison(options: Options, results: ResultRecord[], ucxx
         const b = figures[other];
         ratios[`${ours}/${other}`] = a == null || b == null || b === 0 ? null : round(a / b, 4);
       }
-      // The tails: ucxx-ts's p99 (tuned, awaited) over ucxx C++'s, latency rows only.
+      // The tails: ucxx-ts's p99 (spin, polling, awaited) over ucxx C++'s, latency rows only.
       for (const ours of ['ucxx-ts:spin', 'ucxx-ts', 'ucxx-ts:await'] as const) {
         const a = kind === 'latency' && raw[ours]?.status === 'ok' ? raw[ours].latency_us?.p99 : null;
         const b = kind === 'latency' && raw['ucxx-cpp']?.status === 'ok' ? raw['ucxx-cpp'].latency_us?.p99 : null;

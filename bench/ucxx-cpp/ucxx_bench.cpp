@@ -1,6 +1,6 @@
 /*
- * ucxx_bench: the ucxx C++ column of `npm run bench`. A two-process tag benchmark written with real
- * libucxx's public API (the libucxx-cu12 wheel, ucxx 0.52: context, worker, listener and endpoint
+ * ucxx_bench: the ucxx C++ column of `npm run bench`. A two-process tag and stream benchmark written
+ * with real libucxx's public API (the libucxx-cu12 wheel, ucxx 0.52: context, worker, listener and endpoint
  * builders, tagSend / tagRecv and streamSend / streamRecv requests, worker->progress() polling), the
  * way a ucxx user writes one, with the loops of ucxx's perftest and ucx_perftest:
  *   tag_lat  ping-pong: the client posts its receive and sends, the server receives and sends back;
