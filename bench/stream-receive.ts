@@ -9,6 +9,9 @@
  *   ucx_perftest's equal);
  * - C, WAITALL: the same program with one WAITALL receive per message, what ucxx's and ucxx-ts's
  *   `streamRecv(buffer, { waitAll: true })` post;
+ * - mixed pairs, sender > receiver: bench/stream-receive-peer.ts, the C program's WAITALL server and its
+ *   client written with ucxx-ts (a manual worker, progressUntil), against the C program and itself, to
+ *   tell what each ucxx-ts side costs;
  * - ucxx-ts: `ucxx-perf -t stream_bw -P spin` (streamRecv with waitAll, progressUntil).
  * Each round's ratios are taken within the round (the VM's slow and fast phases last seconds to
  * minutes); the medians of those are printed. Every program is timed on its client, from the first
@@ -30,6 +33,7 @@ import { parseArgs } from 'node:util';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SOURCE = path.join(ROOT, 'bench', 'c', 'stream_receive.c');
 const CLI = path.join(ROOT, 'dist', 'cli', 'ucxx-perf.js');
+const PEER = path.join(ROOT, 'build', 'bench', 'stream-receive-peer.js');
 const WINDOW = 32;
 const TIMEOUT_MS = 180_000;
 
@@ -116,16 +120,20 @@ async function runPerftest(): Promise<number> {
 }
 
 /** The client's bandwidth and the server's counts (progress calls and receives per message). */
-async function runC(binary: string, mode: 'waitall' | 'partial'): Promise<{ MBps: number; detail: Record<string, number> }> {
+async function runC(binary: string, mode: 'waitall' | 'partial', sides: { client: Side; server: Side } = { client: 'C', server: 'C' },
+): Promise<{ MBps: number; detail: Record<string, number> }> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'stream-receive-'));
+  const command = (side: Side): [string, string[]] => side === 'C' ? [binary, []] : [process.execPath, [PEER]];
   try {
     const shape = [String(iterations), String(warmup), String(size)];
-    const server = run(binary, ['server', dir, ...shape, mode]);
-    const client = await run(binary, ['client', dir, ...shape]).done;
+    const [serverCommand, serverArgs] = command(sides.server);
+    const [clientCommand, clientArgs] = command(sides.client);
+    const server = run(serverCommand, [...serverArgs, 'server', dir, ...shape, mode]);
+    const client = await run(clientCommand, [...clientArgs, 'client', dir, ...shape]).done;
     if (client.code !== 0) server.kill();
     const s = await server.done;
-    if (client.code !== 0) fail(`C ${mode} client`, client);
-    if (s.code !== 0) fail(`C ${mode} server`, s);
+    if (client.code !== 0) fail(`${sides.client} ${mode} client`, client);
+    if (s.code !== 0) fail(`${sides.server} ${mode} server`, s);
     const MBps = (JSON.parse(client.stdout) as { bandwidth_MBps: number }).bandwidth_MBps;
     return { MBps, detail: JSON.parse(s.stdout) as Record<string, number> };
   } finally {
@@ -143,7 +151,8 @@ async function runUcxxTs(): Promise<number> {
   return MBps;
 }
 
-const TOOLS = ['ucx_perftest', 'C partial', 'C WAITALL', 'ucxx-ts'] as const;
+type Side = 'C' | 'ucxx-ts';
+const TOOLS = ['ucx_perftest', 'C partial', 'C WAITALL', 'ucxx-ts > C', 'C > ucxx-ts', 'ucxx-ts > ucxx-ts', 'ucxx-ts'] as const;
 type Tool = typeof TOOLS[number];
 
 function median(xs: number[]): number {
@@ -166,6 +175,9 @@ async function main(): Promise<void> {
     const waitall = await runC(binary, 'waitall');
     row['C WAITALL'] = waitall.MBps;
     details.waitall.push(waitall.detail);
+    row['ucxx-ts > C'] = (await runC(binary, 'waitall', { client: 'ucxx-ts', server: 'C' })).MBps;
+    row['C > ucxx-ts'] = (await runC(binary, 'waitall', { client: 'C', server: 'ucxx-ts' })).MBps;
+    row['ucxx-ts > ucxx-ts'] = (await runC(binary, 'waitall', { client: 'ucxx-ts', server: 'ucxx-ts' })).MBps;
     row['ucxx-ts'] = await runUcxxTs();
     table.push(row);
     if (!values.json) console.log(`round ${round}: ${TOOLS.map((t) => `${t} ${Math.round(row[t]).toLocaleString('en-US')}`).join(' | ')} MB/s`);
@@ -174,7 +186,10 @@ async function main(): Promise<void> {
   const ratios = {
     'C WAITALL / ucx_perftest': ratio('C WAITALL', 'ucx_perftest'),
     'C partial / ucx_perftest': ratio('C partial', 'ucx_perftest'),
-    'ucxx-ts / C WAITALL': ratio('ucxx-ts', 'C WAITALL'),
+    'ucxx-ts sender > C receiver / C WAITALL': ratio('ucxx-ts > C', 'C WAITALL'),
+    'C sender > ucxx-ts receiver / C WAITALL': ratio('C > ucxx-ts', 'C WAITALL'),
+    'ucxx-ts > ucxx-ts / C WAITALL': ratio('ucxx-ts > ucxx-ts', 'C WAITALL'),
+    'ucxx-ts (ucxx-perf) / C WAITALL': ratio('ucxx-ts', 'C WAITALL'),
     'ucxx-ts / ucx_perftest': ratio('ucxx-ts', 'ucx_perftest'),
   };
   const perMessage = (mode: 'partial' | 'waitall', key: string): number => median(details[mode].map((d) => d[key] ?? NaN));
