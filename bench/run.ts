@@ -25,7 +25,6 @@
 // compiled form, build/bench/run.js (npm run build:test, tsconfig.test.json).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,6 +35,7 @@ import {
   type ResultRecord, type UcxxColumn, type UcxxComparison, type UcxxRow, type UcxxTarget,
 } from './report.js';
 import { PERF_TESTS } from '../cli/perf/tests.js';
+import { freePort, useUcxLibDir } from './ucx-perftest.js';
 import { TwoHosts, twoHostsUnavailable } from '../test/helpers/two-hosts.js';
 import { findUcxxWheel, ucxxLinkArgs, type UcxxWheel } from '../test/helpers/ucxx-wheel.js';
 
@@ -425,46 +425,6 @@ async function runUcxx(point: Point, config: { progress: string; memory: string 
     latency_us: found.latency_us, bandwidth_MBps: found.bandwidth_MBps, message_rate: found.message_rate,
     detail: { memory: found.memory, progress: found.progress },
   };
-}
-
-/** Ports that some socket on this machine uses (any state), from /proc. */
-function portsInUse(): Set<number> {
-  const ports = new Set<number>();
-  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    let text;
-    try { text = readFileSync(file, 'utf8'); } catch { continue; }
-    for (const line of text.split('\n').slice(1)) {
-      const local = line.trim().split(/\s+/)[1];
-      if (local !== undefined) ports.add(Number.parseInt(local.slice(local.lastIndexOf(':') + 1), 16));
-    }
-  }
-  return ports;
-}
-
-/**
- * A port for ucx_perftest's server. Not from the kernel's ephemeral range: a port that bind(0) handed us
- * and that we then closed can be handed to any other process (UCX listeners bind port 0) before
- * ucx_perftest binds it. Below the ephemeral range nobody gets it by chance.
- */
-async function freePort(): Promise<number> {
-  let low = 32768;
-  try {
-    low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || low;
-  } catch { /* not Linux */ }
-  const hi = Math.min(low, 65536) - 1;
-  const lo = Math.max(1024, hi - 12000);
-  const used = portsInUse();
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const port = lo + Math.floor(Math.random() * (hi - lo + 1));
-    if (used.has(port)) continue;
-    const ok = await new Promise<boolean>((resolve) => {
-      const server = net.createServer();
-      server.once('error', () => resolve(false));
-      server.listen(port, '0.0.0.0', () => server.close(() => resolve(true)));
-    });
-    if (ok) return port;
-  }
-  throw new Error('no free port for ucx_perftest');
 }
 
 /**
@@ -918,22 +878,6 @@ function tryRun(file: string, args: string[]): string | null {
   } catch {
     return null;
   }
-}
-
-/**
- * With UCXX_TS_UCX_LIBDIR (a UCX other than the system's, e.g. the libucx-cu12 wheel's lib/), the C
- * baseline is the ucx_perftest and ucx_info of that UCX: its bin/ beside lib/ goes first on PATH, and
- * LD_LIBRARY_PATH names the lib/ (the wheel's programs do not find their libraries without it).
- * Returns the bin/ used, or null for the system's programs.
- */
-function useUcxLibDir(): string | null {
-  const dir = process.env['UCXX_TS_UCX_LIBDIR'];
-  if (dir === undefined || dir === '') return null;
-  const bin = path.join(path.dirname(dir), 'bin');
-  if (!existsSync(path.join(bin, 'ucx_perftest'))) return null;
-  process.env['PATH'] = `${bin}${path.delimiter}${process.env['PATH'] ?? ''}`;
-  process.env['LD_LIBRARY_PATH'] = [dir, process.env['LD_LIBRARY_PATH']].filter((x) => x).join(path.delimiter);
-  return bin;
 }
 
 function machineInfo(): MachineInfo {

@@ -20,15 +20,16 @@
  *   node build/bench/stream-receive.js [--rounds N] [--iterations N] [--warmup N] [--size BYTES] [--short] [--json]
  *
  * With UCXX_TS_UCX_LIBDIR (the wheel's lib/), the C program is built against that UCX (headers from
- * the include/ beside lib/) and ucx_perftest is the one in the bin/ beside it, as bench/run.js does.
+ * the include/ beside lib/) and ucx_perftest is the one in the bin/ beside it (bench/ucx-perftest.ts).
  * A failed run makes the exit status 1.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { freePort, useUcxLibDir } from './ucx-perftest.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SOURCE = path.join(ROOT, 'bench', 'c', 'stream_receive.c');
@@ -42,7 +43,7 @@ const { values } = parseArgs({
     rounds: { type: 'string' },
     iterations: { type: 'string' },
     warmup: { type: 'string' },
-    size: { type: 'string', default: String(1 << 20) },
+    size: { type: 'string' },
     short: { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
   },
@@ -69,18 +70,10 @@ function build(dir: string): string {
   return binary;
 }
 
-/** ucx_perftest of the UCX measured, and the environment its wheel copy needs to find its libraries. */
-function perftest(): { command: string; env: NodeJS.ProcessEnv } {
-  if (libDir === null) return { command: 'ucx_perftest', env: process.env };
-  const command = path.join(path.dirname(libDir), 'bin', 'ucx_perftest');
-  if (!existsSync(command)) throw new Error(`no ucx_perftest beside ${libDir}`);
-  return { command, env: { ...process.env, LD_LIBRARY_PATH: [libDir, process.env['LD_LIBRARY_PATH']].filter((x) => x).join(':') } };
-}
-
 interface Run { code: number | null; stdout: string; stderr: string }
 
-function run(command: string, args: string[], env: NodeJS.ProcessEnv = process.env): { done: Promise<Run>; kill: () => void } {
-  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+function run(command: string, args: string[]): { done: Promise<Run>; kill: () => void } {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
@@ -97,18 +90,12 @@ function fail(what: string, r: Run): never {
   throw new Error(`${what} failed (exit ${r.code}): ${(r.stderr || r.stdout).trim().slice(-600)}`);
 }
 
-/** A port below the ephemeral range, for ucx_perftest's server. */
-function port(): number {
-  return 20_000 + Math.floor(Math.random() * 10_000);
-}
-
 async function runPerftest(): Promise<number> {
-  const { command, env } = perftest();
-  const p = String(port());
-  const server = run(command, ['-p', p], env);
+  const p = String(await freePort());
+  const server = run('ucx_perftest', ['-p', p]);
   await new Promise((r) => setTimeout(r, 500));
-  const client = await run(command, ['127.0.0.1', '-p', p, '-t', 'stream_bw', '-s', String(size), '-n', String(iterations),
-    '-w', String(warmup), '-O', String(WINDOW)], env).done;
+  const client = await run('ucx_perftest', ['127.0.0.1', '-p', p, '-t', 'stream_bw', '-s', String(size), '-n', String(iterations),
+    '-w', String(warmup), '-O', String(WINDOW)]).done;
   const timer = setTimeout(server.kill, 5_000);
   await server.done;
   clearTimeout(timer);
@@ -161,6 +148,8 @@ function median(xs: number[]): number {
 }
 
 async function main(): Promise<void> {
+  // ucx_perftest of the UCX measured: the wheel's, beside its lib/, when UCXX_TS_UCX_LIBDIR names one.
+  if (libDir !== null && useUcxLibDir() === null) throw new Error(`no ucx_perftest in the bin/ beside ${libDir}`);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'stream-receive-build-'));
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const binary = build(dir);
